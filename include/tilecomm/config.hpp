@@ -1,0 +1,31 @@
+#pragma once
+/// \file config.hpp
+/// Configuration of the CPU device model.
+
+#include <cstddef>
+#include <string>
+
+namespace tilecomm {
+
+/// How a Device is built. Start from from_env() to honour TILECOMM_* variables, then override.
+struct RuntimeConfig {
+  /// Compute units (CUs), one worker group each. 0 means: the cores in this process's affinity mask.
+  int num_cus = 0;
+  /// Resident-workgroup slots per CU (worker threads per CU). LDS may allow fewer.
+  int wg_slots_per_cu = 2;
+  /// LDS (shared scratch) capacity of each CU in bytes; a WG is placed only where its request fits.
+  std::size_t lds_bytes_per_cu = 64 << 10;
+  /// Pin CU threads to distinct cores when the affinity mask has at least num_cus cores.
+  bool pin_threads = true;
+  /// Record a timeline of every workgroup and user mark (see Device::trace()).
+  bool trace = false;
+  /// When non-empty (and trace is on), the Device writes its trace here when destroyed.
+  std::string trace_path;
+  /// Busy-spin this long (microseconds) before an idle waiter yields and then sleeps.
+  double spin_us = 50.0;
+
+  /// Defaults overridden by TILECOMM_CUS, _WG_SLOTS, _LDS_BYTES, _PIN, _TRACE, _SPIN_US.
+  static RuntimeConfig from_env();
+};
+
+}  // namespace tilecomm

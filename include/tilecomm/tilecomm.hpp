@@ -1,0 +1,11 @@
+#pragma once
+/// \file tilecomm.hpp
+/// Everything a user includes.
+
+#include "tilecomm/config.hpp"
+#include "tilecomm/device.hpp"
+#include "tilecomm/env.hpp"
+#include "tilecomm/error.hpp"
+#include "tilecomm/flags.hpp"
+#include "tilecomm/trace.hpp"
+#include "tilecomm/wait.hpp"

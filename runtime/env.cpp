@@ -1,0 +1,136 @@
+// The one place that reads TILECOMM_* environment variables.
+#include "tilecomm/env.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "tilecomm/config.hpp"
+#include "tilecomm/error.hpp"
+
+namespace tilecomm {
+namespace {
+
+[[noreturn]] void bad(const std::string& name, const std::string& value, const char* expected) {
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("environment variable {}='{}' is not {}", name, value, expected));
+}
+
+long long parse_int(const std::string& name, const std::string& v, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || x < lo || x > hi)
+    bad(name, v, fmt::format("an integer in [{}, {}]", lo, hi).c_str());
+  return x;
+}
+
+double parse_double(const std::string& name, const std::string& v, double lo, double hi) {
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || !std::isfinite(x) || x < lo || x > hi)
+    bad(name, v, fmt::format("a number in [{}, {}]", lo, hi).c_str());
+  return x;
+}
+
+bool parse_bool(const std::string& name, const std::string& v) {
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
+  bad(name, v, "a boolean (0/1, true/false, on/off, yes/no)");
+}
+
+// Bytes with an optional K/M/G suffix (powers of 1024).
+std::size_t parse_bytes(const std::string& name, const std::string& v, std::size_t max) {
+  if (v.empty()) bad(name, v, "a byte count");
+  std::string digits = v;
+  std::size_t mult = 1;
+  switch (v.back()) {
+    case 'k': case 'K': mult = std::size_t{1} << 10; digits.pop_back(); break;
+    case 'm': case 'M': mult = std::size_t{1} << 20; digits.pop_back(); break;
+    case 'g': case 'G': mult = std::size_t{1} << 30; digits.pop_back(); break;
+    default: break;
+  }
+  long long x = parse_int(name, digits, 0, static_cast<long long>(max / mult));
+  return static_cast<std::size_t>(x) * mult;
+}
+
+}  // namespace
+
+Env Env::parse(const Lookup& lookup) {
+  Env e;
+  auto get = [&](const char* name) -> std::optional<std::string> {
+    auto v = lookup(name);
+    if (!v || v->empty()) return std::nullopt;
+    return v;
+  };
+  if (auto v = get("TILECOMM_CUS")) e.cus = int(parse_int("TILECOMM_CUS", *v, 0, 4096));
+  if (auto v = get("TILECOMM_WG_SLOTS")) e.wg_slots = int(parse_int("TILECOMM_WG_SLOTS", *v, 1, 64));
+  if (auto v = get("TILECOMM_LDS_BYTES"))
+    e.lds_bytes = parse_bytes("TILECOMM_LDS_BYTES", *v, std::size_t{1} << 30);
+  if (auto v = get("TILECOMM_PIN")) e.pin = parse_bool("TILECOMM_PIN", *v);
+  if (auto v = get("TILECOMM_TRACE")) e.trace = *v;
+  if (auto v = get("TILECOMM_SPIN_US")) e.spin_us = parse_double("TILECOMM_SPIN_US", *v, 0, 1e6);
+  if (auto v = get("TILECOMM_TIMEOUT_S"))
+    e.timeout_s = parse_double("TILECOMM_TIMEOUT_S", *v, 0, 1e7);
+  if (auto v = get("TILECOMM_ALLREDUCE")) e.allreduce = *v;
+  if (auto v = get("TILECOMM_REDUCE_SCATTER")) e.reduce_scatter = *v;
+  if (auto v = get("TILECOMM_ALLGATHER")) e.allgather = *v;
+  if (auto v = get("TILECOMM_ALLTOALL")) e.alltoall = *v;
+  if (auto v = get("TILECOMM_NODE_SIZE"))
+    e.node_size = int(parse_int("TILECOMM_NODE_SIZE", *v, 0, 1 << 20));
+  if (auto v = get("TILECOMM_SHM_BYTES"))
+    e.shm_bytes = parse_bytes("TILECOMM_SHM_BYTES", *v, std::size_t{64} << 30);
+  if (auto v = get("TILECOMM_CHECK")) e.check = parse_bool("TILECOMM_CHECK", *v);
+  return e;
+}
+
+Env Env::from_process() {
+  return parse([](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  });
+}
+
+std::vector<Env::Row> Env::describe() const {
+  auto b = [](bool x) { return std::string(x ? "1" : "0"); };
+  auto s = [](const std::string& x) { return x.empty() ? std::string("(auto)") : x; };
+  return {
+      {"TILECOMM_CUS", std::to_string(cus), "compute units per rank; 0 = cores in affinity mask"},
+      {"TILECOMM_WG_SLOTS", std::to_string(wg_slots), "max resident workgroups (threads) per CU"},
+      {"TILECOMM_LDS_BYTES", std::to_string(lds_bytes), "LDS capacity per CU, bytes (K/M ok)"},
+      {"TILECOMM_PIN", b(pin), "pin CU threads to cores when the mask has enough cores"},
+      {"TILECOMM_TRACE", trace.empty() ? "(off)" : trace, "write a Chrome trace to this path"},
+      {"TILECOMM_SPIN_US", fmt::format("{}", spin_us), "busy-spin before a waiter yields, us"},
+      {"TILECOMM_TIMEOUT_S", fmt::format("{}", timeout_s), "deadline of every wait, s; 0 = none"},
+      {"TILECOMM_ALLREDUCE", s(allreduce), "force an AllReduce algorithm"},
+      {"TILECOMM_REDUCE_SCATTER", s(reduce_scatter), "force a ReduceScatter algorithm"},
+      {"TILECOMM_ALLGATHER", s(allgather), "force an AllGather algorithm"},
+      {"TILECOMM_ALLTOALL", s(alltoall), "force an All-to-All(v) algorithm"},
+      {"TILECOMM_NODE_SIZE", std::to_string(node_size), "pretend nodes of N ranks; 0 = real"},
+      {"TILECOMM_SHM_BYTES", std::to_string(shm_bytes), "shared-memory segment per rank, bytes"},
+      {"TILECOMM_CHECK", b(check), "fingerprint every call across ranks"},
+  };
+}
+
+const Env& env() {
+  static const Env cached = Env::from_process();
+  return cached;
+}
+
+RuntimeConfig RuntimeConfig::from_env() {
+  const Env& e = env();
+  RuntimeConfig c;
+  c.num_cus = e.cus;
+  c.wg_slots_per_cu = e.wg_slots;
+  c.lds_bytes_per_cu = e.lds_bytes;
+  c.pin_threads = e.pin;
+  c.trace = !e.trace.empty();
+  c.trace_path = e.trace;
+  c.spin_us = e.spin_us;
+  return c;
+}
+
+}  // namespace tilecomm
