@@ -2,10 +2,13 @@
 /// \file tilecomm.hpp
 /// Everything a user includes.
 
+#include "tilecomm/collectives.hpp"
+#include "tilecomm/communicator.hpp"
 #include "tilecomm/config.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/flags.hpp"
 #include "tilecomm/trace.hpp"
+#include "tilecomm/types.hpp"
 #include "tilecomm/wait.hpp"

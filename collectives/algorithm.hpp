@@ -1,0 +1,54 @@
+#pragma once
+// What an algorithm is: a name, a collective, a check that may decline, and a body.
+// Each collective keeps its list and its default table in collectives/<coll>/<coll>.cpp.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/comm_impl.hpp"
+#include "tilecomm/collectives.hpp"
+
+namespace tilecomm::detail {
+
+/// The validated arguments of one call. Counts are elements.
+struct CollArgs {
+  Collective coll = Collective::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  /// AllReduce: elements per rank; ReduceScatter: recv_count; AllGather: send_count;
+  /// AllToAll: elements per peer; AllToAllv: unused.
+  std::size_t count = 0;
+  DataType dtype = DataType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  VarLayout send_layout, recv_layout;  // AllToAllv only
+
+  /// In place, by the rule of each collective (see collectives.hpp); set by validation.
+  bool in_place = false;
+
+  std::size_t elem() const { return size_of(dtype); }
+  /// Bytes of one rank's contribution (what the default tables are keyed on).
+  std::size_t bytes() const { return count * elem(); }
+};
+
+struct Algorithm {
+  const char* name;
+  Collective coll;
+  /// Empty when the algorithm can run these arguments on this communicator; else why not.
+  std::string (*can_use)(const CommImpl& comm, const CollArgs& args);
+  /// Runs the collective. Called on every rank with the same arguments, in the same order.
+  void (*run)(CommImpl& comm, const CollArgs& args);
+};
+
+/// Algorithms of a collective, in table order (defined in collectives/<coll>/<coll>.cpp).
+const std::vector<const Algorithm*>& algorithms_of(Collective c);
+/// The default choice for these arguments (the table, derived from bench measurements).
+const Algorithm& default_algorithm(const CommImpl& comm, const CollArgs& args);
+
+/// The algorithm to run: `requested`, else the TILECOMM_* override, else the default. Throws
+/// Error(InvalidArgument) for an unknown name (listing the valid ones) and Error(NotSupported)
+/// when the chosen algorithm declines (saying why).
+const Algorithm& choose_algorithm(const CommImpl& comm, const CollArgs& args,
+                                  const std::string& requested);
+
+}  // namespace tilecomm::detail

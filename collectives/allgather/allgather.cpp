@@ -1,0 +1,15 @@
+// The AllGather algorithms and the default table.
+#include "collectives/algorithm.hpp"
+
+namespace tilecomm::detail {
+
+extern const Algorithm allgather_mpi;
+
+const std::vector<const Algorithm*>& allgather_algorithms() {
+  static const std::vector<const Algorithm*> list = {&allgather_mpi};
+  return list;
+}
+
+const Algorithm& allgather_default(const CommImpl&, const CollArgs&) { return allgather_mpi; }
+
+}  // namespace tilecomm::detail

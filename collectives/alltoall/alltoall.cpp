@@ -1,0 +1,21 @@
+// The All-to-All and All-to-Allv algorithms and their default tables.
+#include "collectives/algorithm.hpp"
+
+namespace tilecomm::detail {
+
+extern const Algorithm alltoall_mpi;
+extern const Algorithm alltoallv_mpi;
+
+const std::vector<const Algorithm*>& alltoall_algorithms() {
+  static const std::vector<const Algorithm*> list = {&alltoall_mpi};
+  return list;
+}
+const std::vector<const Algorithm*>& alltoallv_algorithms() {
+  static const std::vector<const Algorithm*> list = {&alltoallv_mpi};
+  return list;
+}
+
+const Algorithm& alltoall_default(const CommImpl&, const CollArgs&) { return alltoall_mpi; }
+const Algorithm& alltoallv_default(const CommImpl&, const CollArgs&) { return alltoallv_mpi; }
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,223 @@
+// The public collective calls: validate on the calling rank before any communication, choose the
+// algorithm, then run it in issue order (inline, or on the progress thread for i* calls).
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "collectives/algorithm.hpp"
+#include "tilecomm/collectives.hpp"
+#include "tilecomm/error.hpp"
+#include "tilecomm/wait.hpp"
+
+namespace tilecomm {
+
+struct Request::State {
+  std::atomic<bool> done{false};
+  std::exception_ptr error;  // written before done is set
+  detail::CollArgs args;     // owns the All-to-Allv layouts while the request is in flight
+};
+
+bool Request::test() {
+  if (!state_) return true;
+  if (!state_->done.load(std::memory_order_acquire)) return false;
+  if (state_->error) std::rethrow_exception(std::exchange(state_->error, nullptr));
+  return true;
+}
+
+void Request::wait() {
+  if (!state_) return;
+  wait_until([&] { return state_->done.load(std::memory_order_acquire); }, 0.0, [] { return ""; });
+  test();
+}
+
+namespace detail {
+namespace {
+
+[[noreturn]] void invalid(const CollArgs& a, const std::string& what) {
+  throw Error(ErrorCode::InvalidArgument, fmt::format("{}: {}", to_string(a.coll), what));
+}
+
+std::string count_text(std::size_t n) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
+    return fmt::format("{} (negative: {})", n, static_cast<std::int64_t>(n));
+  return std::to_string(n);
+}
+
+// Bytes of `n` elements, or an error naming the argument when it overflows.
+std::size_t extent(const CollArgs& a, const char* arg, std::size_t n, std::size_t mult = 1) {
+  const std::size_t limit = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  if (mult != 0 && n > limit / mult / a.elem())
+    invalid(a, fmt::format("{} = {} overflows: {} x {} elements x {} bytes", arg, count_text(n), n,
+                           mult, a.elem()));
+  return n * mult * a.elem();
+}
+
+void check_buffer(const CollArgs& a, const char* arg, const void* p, std::size_t bytes) {
+  if (p == nullptr && bytes > 0) invalid(a, fmt::format("{} is null with {} bytes to access", arg, bytes));
+}
+
+bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  if (na == 0 || nb == 0) return false;
+  auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + nb && y < x + na;
+}
+
+// Send/recv extents, and the send address that means "in place".
+void check_layout(CollArgs& a, int rank, int size) {
+  if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DataType::BFloat16))
+    invalid(a, fmt::format("dtype = {} is not a DataType", static_cast<int>(a.dtype)));
+  if (static_cast<unsigned>(a.op) > static_cast<unsigned>(ReduceOp::Min))
+    invalid(a, fmt::format("op = {} is not a ReduceOp", static_cast<int>(a.op)));
+  std::size_t send_bytes = 0, recv_bytes = 0;
+  const std::byte* in_place_send = nullptr;
+  const auto* recv = static_cast<const std::byte*>(a.recv);
+
+  switch (a.coll) {
+    case Collective::AllReduce:
+      send_bytes = recv_bytes = extent(a, "count", a.count);
+      in_place_send = recv;
+      break;
+    case Collective::ReduceScatter:
+      recv_bytes = extent(a, "recv_count", a.count);
+      send_bytes = extent(a, "recv_count", a.count, size);
+      in_place_send = recv ? recv - rank * recv_bytes : nullptr;
+      break;
+    case Collective::AllGather:
+      send_bytes = extent(a, "send_count", a.count);
+      recv_bytes = extent(a, "send_count", a.count, size);
+      in_place_send = recv ? recv + rank * send_bytes : nullptr;
+      break;
+    case Collective::AllToAll:
+      send_bytes = recv_bytes = extent(a, "count", a.count, size);
+      in_place_send = recv;
+      break;
+    case Collective::AllToAllv: {
+      for (auto [layout, side] : {std::pair{&a.send_layout, "send"}, std::pair{&a.recv_layout, "recv"}}) {
+        if (layout->counts.size() != static_cast<std::size_t>(size) ||
+            layout->displs.size() != static_cast<std::size_t>(size))
+          invalid(a, fmt::format("{}_layout has {} counts and {} displs; the communicator has {} ranks",
+                                 side, layout->counts.size(), layout->displs.size(), size));
+        extent(a, fmt::format("{}_layout.capacity", side).c_str(), layout->capacity);
+        for (int p = 0; p < size; ++p) {
+          std::size_t c = layout->counts[p], d = layout->displs[p];
+          if (c > layout->capacity || d > layout->capacity - c)
+            invalid(a, fmt::format("{}_layout: peer {} has count {} at displacement {}, past the "
+                                   "buffer of {} elements",
+                                   side, p, count_text(c), count_text(d), layout->capacity));
+        }
+      }
+      send_bytes = a.send_layout.capacity * a.elem();
+      recv_bytes = a.recv_layout.capacity * a.elem();
+      break;
+    }
+  }
+  check_buffer(a, "send", a.send, send_bytes);
+  check_buffer(a, "recv", a.recv, recv_bytes);
+  a.in_place = a.coll != Collective::AllToAllv && a.send != nullptr &&
+               static_cast<const std::byte*>(a.send) == in_place_send && send_bytes > 0;
+  if (!a.in_place && overlap(a.send, send_bytes, a.recv, recv_bytes))
+    invalid(a, fmt::format("send [{}, +{} B) and recv [{}, +{} B) overlap without being in place",
+                           a.send, send_bytes, a.recv, recv_bytes));
+}
+
+Request post(Communicator& comm, CollArgs args, const CollectiveOptions& options, bool blocking) {
+  CommImpl& c = comm.impl();
+  check_layout(args, c.rank, c.size);
+  const Algorithm& algo = choose_algorithm(c, args, options.algorithm);
+  if (blocking) {
+    c.run_blocking([&] {
+      ++c.seq;
+      algo.run(c, args);
+    });
+    return {};
+  }
+  auto state = std::make_shared<Request::State>();
+  state->args = std::move(args);
+  c.run_async(
+      [&c, &algo, state] {
+        ++c.seq;
+        algo.run(c, state->args);
+      },
+      [state](std::exception_ptr e) {
+        state->error = e;
+        state->done.store(true, std::memory_order_release);
+      });
+  return Request(state);
+}
+
+CollArgs make(Collective coll, const void* send, void* recv, std::size_t count, DataType dtype,
+              ReduceOp op) {
+  CollArgs a;
+  a.coll = coll;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  return a;
+}
+
+CollArgs make_v(const void* send, const VarLayout& sl, void* recv, const VarLayout& rl, DataType dtype) {
+  CollArgs a = make(Collective::AllToAllv, send, recv, 0, dtype, ReduceOp::Sum);
+  a.send_layout = sl;
+  a.recv_layout = rl;
+  return a;
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::make;
+using detail::make_v;
+using detail::post;
+
+void allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DataType dtype,
+               ReduceOp op, const CollectiveOptions& o) {
+  post(comm, make(Collective::AllReduce, send, recv, count, dtype, op), o, true);
+}
+Request iallreduce(Communicator& comm, const void* send, void* recv, std::size_t count,
+                   DataType dtype, ReduceOp op, const CollectiveOptions& o) {
+  return post(comm, make(Collective::AllReduce, send, recv, count, dtype, op), o, false);
+}
+void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count,
+                    DataType dtype, ReduceOp op, const CollectiveOptions& o) {
+  post(comm, make(Collective::ReduceScatter, send, recv, recv_count, dtype, op), o, true);
+}
+Request ireduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count,
+                        DataType dtype, ReduceOp op, const CollectiveOptions& o) {
+  return post(comm, make(Collective::ReduceScatter, send, recv, recv_count, dtype, op), o, false);
+}
+void allgather(Communicator& comm, const void* send, void* recv, std::size_t send_count,
+               DataType dtype, const CollectiveOptions& o) {
+  post(comm, make(Collective::AllGather, send, recv, send_count, dtype, ReduceOp::Sum), o, true);
+}
+Request iallgather(Communicator& comm, const void* send, void* recv, std::size_t send_count,
+                   DataType dtype, const CollectiveOptions& o) {
+  return post(comm, make(Collective::AllGather, send, recv, send_count, dtype, ReduceOp::Sum), o,
+              false);
+}
+void alltoall(Communicator& comm, const void* send, void* recv, std::size_t count, DataType dtype,
+              const CollectiveOptions& o) {
+  post(comm, make(Collective::AllToAll, send, recv, count, dtype, ReduceOp::Sum), o, true);
+}
+Request ialltoall(Communicator& comm, const void* send, void* recv, std::size_t count,
+                  DataType dtype, const CollectiveOptions& o) {
+  return post(comm, make(Collective::AllToAll, send, recv, count, dtype, ReduceOp::Sum), o, false);
+}
+void alltoallv(Communicator& comm, const void* send, const VarLayout& sl, void* recv,
+               const VarLayout& rl, DataType dtype, const CollectiveOptions& o) {
+  post(comm, make_v(send, sl, recv, rl, dtype), o, true);
+}
+Request ialltoallv(Communicator& comm, const void* send, const VarLayout& sl, void* recv,
+                   const VarLayout& rl, DataType dtype, const CollectiveOptions& o) {
+  return post(comm, make_v(send, sl, recv, rl, dtype), o, false);
+}
+
+std::string selected_algorithm(const Communicator& comm, Collective c, std::size_t count,
+                               DataType dtype) {
+  detail::CollArgs a = make(c, nullptr, nullptr, count, dtype, ReduceOp::Sum);
+  return detail::choose_algorithm(comm.impl(), a, "").name;
+}
+
+}  // namespace tilecomm

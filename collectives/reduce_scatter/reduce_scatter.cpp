@@ -1,0 +1,15 @@
+// The ReduceScatter algorithms and the default table.
+#include "collectives/algorithm.hpp"
+
+namespace tilecomm::detail {
+
+extern const Algorithm reduce_scatter_mpi;
+
+const std::vector<const Algorithm*>& reduce_scatter_algorithms() {
+  static const std::vector<const Algorithm*> list = {&reduce_scatter_mpi};
+  return list;
+}
+
+const Algorithm& reduce_scatter_default(const CommImpl&, const CollArgs&) { return reduce_scatter_mpi; }
+
+}  // namespace tilecomm::detail

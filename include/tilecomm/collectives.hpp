@@ -1,0 +1,108 @@
+#pragma once
+/// \file collectives.hpp
+/// AllReduce, ReduceScatter, AllGather, All-to-All and All-to-Allv on a Communicator.
+///
+/// Common rules:
+///  - counts are in elements; buffers must not be null when their count is > 0;
+///  - every rank passes the same count, dtype, op and algorithm (All-to-Allv: matching counts);
+///  - send and receive buffers either do not overlap or are exactly "in place" as stated per call;
+///  - results are deterministic: for a given rank count and algorithm they are bitwise identical on
+///    every rank and in every run (reductions combine ranks in a fixed order, never arrival order);
+///  - bad arguments raise tilecomm::Error naming the argument and value, before any communication;
+///  - algorithm choice: `options.algorithm` if set, else the TILECOMM_<COLLECTIVE> variable, else
+///    the default table (collectives/README.md). An unknown name is an error listing the valid
+///    ones; an algorithm that cannot run these arguments is an error saying why.
+///  - non-blocking calls (i*) return a Request; buffers must stay valid and untouched until it
+///    completes. Calls execute in issue order, blocking or not.
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tilecomm/communicator.hpp"
+#include "tilecomm/types.hpp"
+
+namespace tilecomm {
+
+enum class Collective { AllReduce, ReduceScatter, AllGather, AllToAll, AllToAllv };
+std::string_view to_string(Collective c) noexcept;
+
+/// Per-call options.
+struct CollectiveOptions {
+  std::string algorithm;  ///< empty: environment override, then the default table
+};
+
+/// A non-blocking collective in flight.
+class Request {
+ public:
+  Request() = default;
+  /// True when complete; rethrows the operation's error.
+  bool test();
+  /// Blocks until complete; rethrows the operation's error.
+  void wait();
+
+  struct State;
+  explicit Request(std::shared_ptr<State> s) : state_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+/// recv[i] = op over ranks of send[i], for i < count. In place when send == recv.
+void allreduce(Communicator& comm, const void* send, void* recv, std::size_t count, DataType dtype,
+               ReduceOp op, const CollectiveOptions& options = {});
+Request iallreduce(Communicator& comm, const void* send, void* recv, std::size_t count,
+                   DataType dtype, ReduceOp op, const CollectiveOptions& options = {});
+
+/// send holds size()*recv_count elements; rank r receives the reduction of block r.
+/// In place when recv == send + rank()*recv_count (in elements).
+void reduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count,
+                    DataType dtype, ReduceOp op, const CollectiveOptions& options = {});
+Request ireduce_scatter(Communicator& comm, const void* send, void* recv, std::size_t recv_count,
+                        DataType dtype, ReduceOp op, const CollectiveOptions& options = {});
+
+/// recv (size()*send_count elements) gets every rank's send block in rank order.
+/// In place when send == recv + rank()*send_count (in elements).
+void allgather(Communicator& comm, const void* send, void* recv, std::size_t send_count,
+               DataType dtype, const CollectiveOptions& options = {});
+Request iallgather(Communicator& comm, const void* send, void* recv, std::size_t send_count,
+                   DataType dtype, const CollectiveOptions& options = {});
+
+/// Block p of send (count elements) goes to rank p and lands in block rank() of its recv.
+/// In place when send == recv.
+void alltoall(Communicator& comm, const void* send, void* recv, std::size_t count, DataType dtype,
+              const CollectiveOptions& options = {});
+Request ialltoall(Communicator& comm, const void* send, void* recv, std::size_t count,
+                  DataType dtype, const CollectiveOptions& options = {});
+
+/// Per-peer counts and displacements (elements) into a buffer of `capacity` elements.
+struct VarLayout {
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> displs;
+  std::size_t capacity = 0;
+};
+
+/// send.counts[p] elements at send.displs[p] go to rank p, landing at recv.displs[rank()] there;
+/// recv.counts[p] must equal what rank p sends here. Not in place: buffers must not overlap.
+void alltoallv(Communicator& comm, const void* send, const VarLayout& send_layout, void* recv,
+               const VarLayout& recv_layout, DataType dtype, const CollectiveOptions& options = {});
+Request ialltoallv(Communicator& comm, const void* send, const VarLayout& send_layout, void* recv,
+                   const VarLayout& recv_layout, DataType dtype,
+                   const CollectiveOptions& options = {});
+
+/// Names of the algorithms of a collective, in table order.
+std::vector<std::string> algorithm_names(Collective c);
+/// The algorithm the default table (plus environment override) picks for these arguments.
+std::string selected_algorithm(const Communicator& comm, Collective c, std::size_t count,
+                               DataType dtype);
+
+/// Typed convenience: allreduce over spans (in place when both spans are the same memory).
+template <class T>
+void allreduce(Communicator& comm, std::span<const T> send, std::span<T> recv, ReduceOp op,
+               const CollectiveOptions& options = {}) {
+  allreduce(comm, send.data(), recv.data(), send.size(), data_type_of<T>(), op, options);
+}
+
+}  // namespace tilecomm
