@@ -9,6 +9,8 @@
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/flags.hpp"
+#include "tilecomm/gemv_allreduce.hpp"
+#include "tilecomm/ops.hpp"
 #include "tilecomm/trace.hpp"
 #include "tilecomm/types.hpp"
 #include "tilecomm/wait.hpp"

@@ -1,0 +1,46 @@
+#pragma once
+/// \file ops.hpp
+/// What the fused operators share: the three execution modes and their options.
+///
+///  - Sequential: the compute kernel runs on all CUs and finishes; then the collective runs.
+///  - Shaped (Cui & Pericas, occupancy shaping): the work is split into chunks; each chunk's compute
+///    kernel asks for enough LDS that fewer of its WGs are resident, leaving room for a
+///    communication kernel on a high-priority stream that runs the collective of chunk i while
+///    chunk i+1 computes. Overlap at kernel granularity.
+///  - Fused (Punniyamurthy et al.): one persistent kernel whose WGs compute a tile and, the moment
+///    it is done, store it into the on-node destination's shared buffer with a release flag, or
+///    hand it to an MPI proxy for an off-node destination, while other WGs keep computing.
+///    Remote-bound tiles are scheduled first. Overlap at workgroup granularity.
+/// All three give the same result (bitwise where they reduce in the same order; see each op).
+
+#include <string>
+#include <string_view>
+
+namespace tilecomm {
+
+enum class Mode { Sequential, Shaped, Fused };
+
+std::string_view to_string(Mode mode) noexcept;
+/// "sequential", "shaped" or "fused"; anything else raises Error(InvalidArgument) listing them.
+Mode parse_mode(std::string_view name);
+
+/// Knobs of the shaped mode.
+struct ShapedOptions {
+  /// CUs' worth of WG slots the compute kernels leave free for the communication kernel.
+  int free_cus = 1;
+  /// Chunks the work is split into (each: one compute kernel, then one communication kernel).
+  int chunks = 4;
+};
+
+/// Options shared by the operators (fixed when the Context is created).
+struct OpOptions {
+  ShapedOptions shaped;
+  /// Collective algorithm for sequential and shaped modes ("" = tilecomm's default, "mpi", ...).
+  std::string algorithm;
+  /// Tile size along the op's tiled dimension (rows, bags or tokens); 0 = the op's default.
+  std::size_t tile = 0;
+  /// Fused mode: schedule tiles bound for other ranks before tiles that stay local.
+  bool remote_first = true;
+};
+
+}  // namespace tilecomm

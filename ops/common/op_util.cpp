@@ -1,0 +1,45 @@
+#include "ops/common/op_util.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <mutex>
+
+#include "tilecomm/error.hpp"
+#include "tilecomm/ops.hpp"
+
+namespace tilecomm {
+
+std::string_view to_string(Mode mode) noexcept {
+  switch (mode) {
+    case Mode::Sequential: return "sequential";
+    case Mode::Shaped: return "shaped";
+    case Mode::Fused: return "fused";
+  }
+  return "?";
+}
+
+Mode parse_mode(std::string_view name) {
+  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused})
+    if (name == to_string(m)) return m;
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("mode '{}' is not one of: sequential, shaped, fused", name));
+}
+
+namespace detail {
+
+std::size_t shaped_lds_bytes(const Device& device, int free_cus) {
+  if (free_cus <= 0) return 0;
+  const int c = device.num_cus(), s = device.wg_slots_per_cu();
+  const int r = std::max(1, s - (free_cus * s + c - 1) / c);
+  return std::min(device.lds_bytes_per_cu(), device.lds_bytes_per_cu() / (r + 1) + 1);
+}
+
+void blas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+}  // namespace detail
+}  // namespace tilecomm
