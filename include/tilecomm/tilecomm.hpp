@@ -7,6 +7,7 @@
 #include "tilecomm/config.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/env.hpp"
+#include "tilecomm/embedding_alltoall.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/flags.hpp"
 #include "tilecomm/gemv_allreduce.hpp"

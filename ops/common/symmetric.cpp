@@ -53,4 +53,10 @@ void agree_across_ranks(const CommImpl& comm, const char* op, std::initializer_l
   }
 }
 
+std::size_t min_across_ranks(const CommImpl& comm, std::size_t value) {
+  unsigned long long v = value;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm.comm), "MPI_Allreduce");
+  return static_cast<std::size_t>(v);
+}
+
 }  // namespace tilecomm::detail

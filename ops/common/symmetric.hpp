@@ -51,4 +51,7 @@ class SegmentLayout {
 void agree_across_ranks(const CommImpl& comm, const char* op, std::initializer_list<const char*> names,
                         std::vector<long long> values);
 
+/// Collective over comm.comm: the smallest `value` of all ranks.
+std::size_t min_across_ranks(const CommImpl& comm, std::size_t value);
+
 }  // namespace tilecomm::detail

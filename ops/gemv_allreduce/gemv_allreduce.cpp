@@ -25,9 +25,10 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& c, Device& d, std::size_t m_,
   const std::size_t slots = static_cast<std::size_t>(dev.num_cus()) * dev.wg_slots_per_cu();
   const std::size_t target = std::max<std::size_t>(1, 8 * slots * comm.size);
   tile = opt.tile ? opt.tile : std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, 1024);
+  agree_across_ranks(comm, "GemvAllReduce", {"m", "shaped.chunks"},
+                     {static_cast<long long>(m), opt.shaped.chunks});
+  tile = min_across_ranks(comm, tile);  // devices may differ in size; the tiling must not
   nblocks = (m + tile - 1) / tile;
-  agree_across_ranks(comm, "GemvAllReduce", {"m", "tile rows", "shaped.chunks"},
-                     {static_cast<long long>(m), static_cast<long long>(tile), opt.shaped.chunks});
   blas_single_threaded();
   compute_stream = dev.create_stream(Stream::kNormal);
   comm_stream = dev.create_stream(Stream::kHigh);
