@@ -10,6 +10,7 @@
 #include "tilecomm/embedding_alltoall.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/flags.hpp"
+#include "tilecomm/gemm_alltoall.hpp"
 #include "tilecomm/gemv_allreduce.hpp"
 #include "tilecomm/ops.hpp"
 #include "tilecomm/trace.hpp"

@@ -1,0 +1,67 @@
+#pragma once
+/// \file gemm_alltoall.hpp
+/// GEMM + All-to-All(v): a mixture-of-experts layer's expert GEMMs and the return of every result
+/// row to the rank and position its token came from.
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "tilecomm/communicator.hpp"
+#include "tilecomm/device.hpp"
+#include "tilecomm/ops.hpp"
+
+namespace tilecomm {
+
+namespace detail {
+struct GemmAllToAllImpl;
+}
+
+/// A context for one expert placement and GEMM shape. Experts are numbered globally in rank order
+/// (rank 0's experts first). Rank r holds E_r experts, each W_e [K x N] row-major.
+///
+/// Each call starts from dispatched tokens (as an All-to-Allv dispatch leaves them): this rank's
+/// experts received `recv_counts[e * ranks + s]` rows from rank s for local expert e, stored in `x`
+/// grouped by local expert, then by source rank. This rank routed `send_counts[g]` of its own token
+/// rows to global expert g, and gets their results back in `y`, grouped by global expert in order
+/// (the order of its dispatch buffer). Counts may be uneven and zero.
+///
+/// Created collectively; K, N and the tiling must agree on every rank, else every rank raises
+/// Error(Mismatch). Per call the routing counts are checked across ranks (one small allgather):
+/// a source's send count that differs from what the expert's owner expects raises the same
+/// Error(Mismatch) naming both ranks, the expert and both counts on every rank.
+/// All modes compute the same tiles with the same BLAS calls (only the destination differs), so
+/// they agree bitwise.
+class GemmAllToAll {
+ public:
+  /// `max_rows_in`/`max_rows_out`: the most rows this rank's experts receive / this rank routes out
+  /// in one call (sizes the shared buffers; a call above them raises Error(InvalidArgument)).
+  GemmAllToAll(Communicator& comm, Device& device, std::size_t local_experts, std::size_t k,
+               std::size_t n, std::size_t max_rows_in, std::size_t max_rows_out,
+               OpOptions options = {});
+  ~GemmAllToAll();
+
+  /// y = expert results, see the class comment. weights[e] is local expert e. x: [sum(recv_counts)
+  /// x K]; y: [sum(send_counts) x N]. y must not overlap x or the weights.
+  void run(std::span<const float* const> weights, const float* x,
+           std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
+           float* y, Mode mode);
+
+  /// The GEMM kernel of sequential mode alone into its send buffer (benchmarks).
+  void compute_only(std::span<const float* const> weights, const float* x,
+                    std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts);
+  /// The All-to-Allv of sequential mode alone, from the send buffer and routing of the last
+  /// compute_only() call (benchmarks).
+  void collective_only(float* y);
+
+  std::size_t num_experts() const;   ///< experts in the job
+  std::size_t first_expert() const;  ///< global id of this rank's first expert
+  std::size_t local_experts() const;
+  std::size_t tile_rows() const;
+  std::size_t tile_cols() const;
+
+ private:
+  std::unique_ptr<detail::GemmAllToAllImpl> impl_;
+};
+
+}  // namespace tilecomm
