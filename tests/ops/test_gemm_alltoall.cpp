@@ -1,0 +1,107 @@
+// GemmAllToAll: every mode equals a reference each rank computes for the rows it routed out,
+// bitwise; uneven and zero counts, several calls with changing routing, stragglers; routing
+// mismatches raise the same error on every rank.
+#include "ops_test_util.hpp"
+
+namespace tilecomm::test {
+namespace {
+
+std::size_t experts_of(int r) { return static_cast<std::size_t>(r % 2) + 1; }
+
+void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls, std::size_t tile = 0) {
+  const int p = comm.size(), me = comm.rank();
+  std::vector<std::size_t> first(p + 1, 0);
+  for (int r = 0; r < p; ++r) first[r + 1] = first[r] + experts_of(r);
+  const std::size_t G = first[p];
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) { return small_int(g * 5 + i * 3 + j * 11); };
+  OpOptions opt;
+  opt.tile = tile;
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 2000, 2000, opt);
+  ASSERT_EQ(op.num_experts(), G);
+  std::vector<std::vector<float>> w(experts_of(me), std::vector<float>(k * n));
+  std::vector<const float*> wp;
+  for (std::size_t e = 0; e < w.size(); ++e) {
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < n; ++j) w[e][i * n + j] = W(first[me] + e, i, j);
+    wp.push_back(w[e].data());
+  }
+  Straggler straggler(dev, 7u + me);
+  for (int call = 0; call < calls; ++call) {
+    // rows source s routes to expert g this call: uneven, with zeros
+    auto cnt = [&](int s, std::size_t g) {
+      return static_cast<std::size_t>((s * 7 + g * 13 + call * 5) % 23) * ((g + s + call) % 4 != 0);
+    };
+    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) { return small_int(s + g * 3 + i * 7 + kk * 13 + call); };
+    std::vector<std::size_t> recv(experts_of(me) * p), send(G);
+    std::vector<float> x;
+    for (std::size_t e = 0; e < experts_of(me); ++e)
+      for (int s = 0; s < p; ++s) {
+        const std::size_t g = first[me] + e;
+        recv[e * p + s] = cnt(s, g);
+        for (std::size_t i = 0; i < cnt(s, g); ++i)
+          for (std::size_t kk = 0; kk < k; ++kk) x.push_back(X(s, g, i, kk));
+      }
+    std::vector<float> ref;
+    for (std::size_t g = 0; g < G; ++g) {
+      send[g] = cnt(me, g);
+      for (std::size_t i = 0; i < send[g]; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+          float acc = 0.0f;
+          for (std::size_t kk = 0; kk < k; ++kk) acc += X(me, g, i, kk) * W(g, kk, j);
+          ref.push_back(acc);
+        }
+    }
+    for (Mode mode : kModes) {
+      std::vector<float> y(ref.size(), -555.0f);
+      straggler.before_call();
+      op.run(wp, x.data(), recv, send, y.data(), mode);
+      straggler.after_call();
+      int wrong = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) wrong += y[i] != ref[i];
+      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " call " << call << " n " << n;
+    }
+  }
+}
+
+TEST(GemmAllToAll, MatchesReferenceInEveryMode) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check(comm, dev, 24, 40, 3);
+  check(comm, dev, 7, 300, 2);     // two column blocks, the last one partial
+  check(comm, dev, 16, 33, 2, 5);  // small row tiles
+}
+
+TEST(GemmAllToAll, RoutingMismatchRaisesOnEveryRank) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  GemmAllToAll op(comm, dev, experts_of(me), 4, 4, 100, 100);
+  const std::size_t G = op.num_experts();
+  std::vector<std::size_t> recv(experts_of(me) * p, 1), send(G, 1);
+  if (me == 0) send[G - 1] = 2;  // rank 0 routes one row more than the last expert expects
+  std::vector<float> x(100 * 4), y(100 * 4);
+  std::vector<std::vector<float>> w(experts_of(me), std::vector<float>(16));
+  std::vector<const float*> wp;
+  for (auto& v : w) wp.push_back(v.data());
+  for (Mode mode : kModes) {
+    try {
+      op.run(wp, x.data(), recv, send, y.data(), mode);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Mismatch);
+      EXPECT_NE(std::string(e.what()).find("rank 0 routes 2 rows to expert"), std::string::npos) << e.what();
+    }
+  }
+  // Local argument errors: reported on the rank that made them, and named on the others.
+  std::vector<std::size_t> short_send(me == 0 ? G - 1 : G, 1);
+  try {
+    op.run(wp, x.data(), recv, short_send, y.data(), Mode::Fused);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(me == 0 ? "send_counts has" : "rank 0"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilecomm::test
