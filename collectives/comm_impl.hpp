@@ -78,6 +78,10 @@ struct CommImpl {
   /// `what`. Null requests are ignored.
   void wait_all(MPI_Request* reqs, int n, const char* what) const;
 
+  /// Private staging memory of the MPI point-to-point algorithms (collectives/p2p_common.hpp):
+  /// grown lazily, never beyond shm_bytes, reused by every call (calls are serialized).
+  std::vector<std::byte> p2p_staging;
+
   // ---- execution order for blocking and non-blocking calls -----------------------------------
   /// Runs `op` after every earlier queued operation: inline when the queue is empty (blocking
   /// calls), else through the progress thread.

@@ -4,9 +4,10 @@
 namespace tilecomm::detail {
 
 extern const Algorithm allgather_mpi;
+extern const Algorithm allgather_ring;
 
 const std::vector<const Algorithm*>& allgather_algorithms() {
-  static const std::vector<const Algorithm*> list = {&allgather_mpi};
+  static const std::vector<const Algorithm*> list = {&allgather_mpi, &allgather_ring};
   return list;
 }
 

@@ -4,9 +4,12 @@
 namespace tilecomm::detail {
 
 extern const Algorithm allreduce_mpi;
+extern const Algorithm allreduce_ring;
+extern const Algorithm allreduce_recursive_doubling;
 
 const std::vector<const Algorithm*>& allreduce_algorithms() {
-  static const std::vector<const Algorithm*> list = {&allreduce_mpi};
+  static const std::vector<const Algorithm*> list = {&allreduce_mpi, &allreduce_ring,
+                                                     &allreduce_recursive_doubling};
   return list;
 }
 

@@ -5,13 +5,15 @@ namespace tilecomm::detail {
 
 extern const Algorithm alltoall_mpi;
 extern const Algorithm alltoallv_mpi;
+extern const Algorithm alltoall_pairwise;
+extern const Algorithm alltoallv_pairwise;
 
 const std::vector<const Algorithm*>& alltoall_algorithms() {
-  static const std::vector<const Algorithm*> list = {&alltoall_mpi};
+  static const std::vector<const Algorithm*> list = {&alltoall_mpi, &alltoall_pairwise};
   return list;
 }
 const std::vector<const Algorithm*>& alltoallv_algorithms() {
-  static const std::vector<const Algorithm*> list = {&alltoallv_mpi};
+  static const std::vector<const Algorithm*> list = {&alltoallv_mpi, &alltoallv_pairwise};
   return list;
 }
 

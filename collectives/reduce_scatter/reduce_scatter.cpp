@@ -4,9 +4,10 @@
 namespace tilecomm::detail {
 
 extern const Algorithm reduce_scatter_mpi;
+extern const Algorithm reduce_scatter_ring;
 
 const std::vector<const Algorithm*>& reduce_scatter_algorithms() {
-  static const std::vector<const Algorithm*> list = {&reduce_scatter_mpi};
+  static const std::vector<const Algorithm*> list = {&reduce_scatter_mpi, &reduce_scatter_ring};
   return list;
 }
 

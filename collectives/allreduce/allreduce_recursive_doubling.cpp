@@ -1,0 +1,108 @@
+// AllReduce by recursive doubling over MPI point-to-point: log2(p) exchange steps of the whole
+// vector, for small messages (cost log p·(α + nβ + nγ)); works with any node layout.
+//
+// Any p: with p2 the largest power of two <= p and rem = p - p2, the first 2·rem ranks fold in
+// pairs first (even rank 2i sends its data to 2i+1 and waits), so p2 ranks remain, renumbered in
+// rank order; they run recursive doubling; at the end each odd rank 2i+1 sends the result back to
+// 2i. Large vectors go in chunks of a bounded staging slot; each chunk runs the whole scheme.
+//
+// Why every rank ends with the same bits: in every combination the operand of the lower rank
+// comes first: the fold computes d(2i) op d(2i+1), and in the doubling step with distance m the
+// two partners hold the results of two adjacent, aligned groups of m (renumbered) ranks and both
+// compute value(lower group) op value(upper group). By induction both partners' inputs are
+// bit-identical, so they compute the same expression on the same bits and get the same bits; after
+// the last step all p2 ranks hold one value, a fixed tree over the ranks in rank order, and the
+// folded ranks receive a copy. The tree is the same in every run. bfloat16 is carried as float32
+// throughout and rounded once at the end (identically on every rank).
+#include <bit>
+#include <cstring>
+#include <utility>
+
+#include "collectives/algorithm.hpp"
+#include "collectives/p2p_common.hpp"
+#include "collectives/reduce.hpp"
+
+namespace tilecomm::detail {
+namespace {
+
+std::string can_use(const CommImpl&, const CollArgs&) {
+  return {};
+}
+
+void run(CommImpl& comm, const CollArgs& a) {
+  const int p = comm.size, r = comm.rank;
+  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+  const int rem = p - p2;
+  // Rank in the power-of-two group (-1: folded away), and back.
+  const int me = r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem;
+  auto real = [&](int n) { return n < rem ? 2 * n + 1 : n + rem; };
+
+  const bool bf16 = a.dtype == DataType::BFloat16;
+  const DataType wire = p2p::partial_type(a.dtype);
+  const std::size_t es = a.elem(), ws = size_of(wire);
+  const std::size_t slot = p2p::slot_bytes(comm, 2);
+  const std::size_t chunk = slot / ws;
+  std::byte* stage = p2p::staging(comm, 2 * slot);
+  const auto* in = static_cast<const std::byte*>(a.send);
+  auto* out = static_cast<std::byte*>(a.recv);
+  const int tag = p2p::kTagRecursiveDoubling;
+
+  for (std::size_t c0 = 0; c0 < a.count; c0 += chunk) {
+    const std::size_t n = std::min(chunk, a.count - c0), bytes = n * ws;
+    // x: this rank's current value; y: where the peer's arrives. For bfloat16 both are float32
+    // staging slots; otherwise x starts as the user's recv chunk and the two swap roles.
+    std::byte* x = out + c0 * es;
+    std::byte* y = stage;
+    if (bf16) {
+      x = stage + slot;
+      p2p::bf16_to_float(reinterpret_cast<float*>(x), in + c0 * es, n);
+    } else if (!a.in_place) {
+      std::memcpy(x, in + c0 * es, n * es);
+    }
+    auto exchange = [&](int peer, bool send, bool recv) {
+      MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      if (recv) p2p::irecv(comm, y, bytes, peer, tag, &req[0]);
+      if (send) p2p::isend(comm, x, bytes, peer, tag, &req[1]);
+      comm.wait_all(req, 2, "allreduce(recursive_doubling)");
+    };
+    // x = (peer is lower) ? y op x : x op y: the lower rank's operand first.
+    auto combine = [&](bool peer_lower) {
+      if (peer_lower) {
+        const void* srcs[2] = {y, x};
+        reduce_n(y, srcs, 2, n, wire, a.op);
+        std::swap(x, y);
+      } else {
+        const void* srcs[2] = {x, y};
+        reduce_n(x, srcs, 2, n, wire, a.op);
+      }
+    };
+
+    if (me < 0) {  // folded: hand the data to r+1, get the result back
+      exchange(r + 1, true, true);
+      std::swap(x, y);
+    } else {
+      if (r < 2 * rem) {  // odd rank of a fold pair: d(r-1) op d(r)
+        exchange(r - 1, false, true);
+        combine(true);
+      }
+      for (int m = 1; m < p2; m <<= 1) {
+        const int partner = me ^ m;
+        exchange(real(partner), true, true);
+        combine(partner < me);
+      }
+      if (r < 2 * rem) exchange(r - 1, true, false);
+    }
+    if (bf16) {
+      p2p::float_to_bf16(out + c0 * es, reinterpret_cast<const float*>(x), n);
+    } else if (x != out + c0 * es) {
+      std::memcpy(out + c0 * es, x, n * es);
+    }
+  }
+}
+
+}  // namespace
+
+extern const Algorithm allreduce_recursive_doubling{"recursive_doubling", Collective::AllReduce,
+                                                    can_use, run};
+
+}  // namespace tilecomm::detail

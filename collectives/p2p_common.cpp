@@ -1,0 +1,40 @@
+#include "collectives/p2p_common.hpp"
+
+#include <algorithm>
+
+namespace tilecomm::detail::p2p {
+
+std::size_t slot_bytes(const CommImpl& comm, int slots) {
+  constexpr std::size_t kMax = std::size_t{1} << 30;
+  const std::size_t b = comm.shm_bytes / static_cast<std::size_t>(std::max(slots, 1));
+  return std::clamp<std::size_t>(b & ~std::size_t{63}, 64, kMax);
+}
+
+std::byte* staging(CommImpl& comm, std::size_t bytes) {
+  if (comm.p2p_staging.size() < bytes) comm.p2p_staging.resize(bytes);
+  return comm.p2p_staging.data();
+}
+
+void isend(CommImpl& comm, const void* buf, std::size_t bytes, int dst, int tag, MPI_Request* req) {
+  mpi_check(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dst, tag, comm.comm, req),
+            "MPI_Isend");
+}
+
+void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_Request* req) {
+  mpi_check(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, src, tag, comm.comm, req),
+            "MPI_Irecv");
+}
+
+void bf16_to_float(float* dst, const void* src, std::size_t n) {
+  const auto* s = static_cast<const bfloat16*>(src);
+  for (std::size_t i = 0; i < n; ++i)
+    dst[i] = static_cast<float>(s[i]);
+}
+
+void float_to_bf16(void* dst, const float* src, std::size_t n) {
+  auto* d = static_cast<bfloat16*>(dst);
+  for (std::size_t i = 0; i < n; ++i)
+    d[i] = bfloat16(src[i]);
+}
+
+}  // namespace tilecomm::detail::p2p

@@ -1,0 +1,55 @@
+#pragma once
+// Shared pieces of the MPI point-to-point algorithms (ring, recursive doubling, pairwise): their
+// tags, their bounded staging memory, byte-counted Isend/Irecv, and bfloat16 <-> float32 copies.
+//
+// Tags. Every point-to-point algorithm uses one fixed tag (or two) on comm.comm, the duplicated
+// communicator. That is enough: calls on a communicator run one after the other in issue order
+// and each call completes all of its requests before returning, and MPI matches messages with the
+// same (source, tag, communicator) in the order they were sent and the receives were posted. A
+// distinct tag per algorithm keeps traffic of different algorithms apart even if a peer is one
+// call ahead. The 0x7C00 range is reserved for these algorithms.
+
+#include <mpi.h>
+
+#include <cstddef>
+
+#include "collectives/comm_impl.hpp"
+#include "tilecomm/types.hpp"
+
+namespace tilecomm::detail::p2p {
+
+inline constexpr int kTagRingReduceScatter = 0x7C01;
+inline constexpr int kTagRingAllGather = 0x7C02;
+inline constexpr int kTagRecursiveDoubling = 0x7C03;
+inline constexpr int kTagPairwise = 0x7C04;
+inline constexpr int kTagPairwiseCounts = 0x7C05;
+
+/// Bytes of one staging slot when the staging memory is cut into `slots` slots: comm.shm_bytes /
+/// slots, rounded down to 64 bytes, at least 64 and at most 1 GiB (so byte counts fit MPI's int).
+std::size_t slot_bytes(const CommImpl& comm, int slots);
+
+/// The communicator's staging memory, grown to at least `bytes` (callers keep it within
+/// comm.shm_bytes by sizing through slot_bytes). Aligned for every DataType.
+std::byte* staging(CommImpl& comm, std::size_t bytes);
+
+/// MPI_Isend / MPI_Irecv of `bytes` bytes (<= 1 GiB) on comm.comm.
+void isend(CommImpl& comm, const void* buf, std::size_t bytes, int dst, int tag, MPI_Request* req);
+void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_Request* req);
+
+/// The type partial results travel and accumulate in: float32 for bfloat16 (so a reduction over
+/// several hops rounds to bfloat16 only once, at the end), the element type otherwise.
+constexpr DataType partial_type(DataType t) {
+  return t == DataType::BFloat16 ? DataType::Float32 : t;
+}
+
+/// dst[i] = float(src[i]) for n bfloat16 values.
+void bf16_to_float(float* dst, const void* src, std::size_t n);
+/// dst[i] = bfloat16(src[i]) (round to nearest even) for n values.
+void float_to_bf16(void* dst, const float* src, std::size_t n);
+
+/// Ceiling division.
+constexpr std::size_t ceil_div(std::size_t a, std::size_t b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace tilecomm::detail::p2p
