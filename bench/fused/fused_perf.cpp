@@ -1,0 +1,247 @@
+// fused_perf: the three modes of a fused operator side by side, with compute-only and
+// collective-only measured in the same run, interleaved, so noise hits every variant alike.
+//
+//   mpirun -np 2 fused_perf --op gemv_allreduce -b 65536 -e 1048576 -f 2
+//   mpirun -np 2 fused_perf --op embedding_alltoall --balance --json out.json --trace fused.json
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "op_bench.hpp"
+
+using namespace tilecomm;
+using namespace tilecomm::bench;
+
+namespace {
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+
+Stats stats_of(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// Wall time of fn on the slowest rank, microseconds.
+template <class Fn>
+double timed(Fn&& fn) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  fn();
+  double dt = (MPI_Wtime() - t0) * 1e6;
+  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return dt;
+}
+
+struct Options {
+  std::string op = "gemv_allreduce";
+  std::vector<std::string> modes = {"sequential", "shaped", "fused"};
+  std::size_t begin = 0, end = 0, ratio = 0, dim = 0, tables = 0;
+  double factor = 2;
+  int iters = 10, warmup = 3, cus = 0, slots = 0;
+  int free_cus = 1, chunks = 4;
+  bool check = true, balance = false;
+  std::string json, trace;
+};
+
+struct Row {
+  Shape shape;
+  std::string shape_text;
+  std::size_t bytes = 0;
+  Stats compute, comm, mode[3];
+  bool has[3] = {false, false, false};
+  long long wrong = 0;
+};
+
+Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shape, bool write_trace) {
+  OpOptions oo;
+  oo.shaped.free_cus = o.free_cus;
+  oo.shaped.chunks = o.chunks;
+  auto bench = make_op_bench(o.op, comm, dev, shape, oo);
+  Row row;
+  row.shape = shape;
+  row.shape_text = bench->shape();
+  row.bytes = bench->bytes();
+  std::vector<Mode> modes;
+  for (const auto& m : o.modes) modes.push_back(parse_mode(m));
+  std::vector<double> tc, tm, tmode[3];
+  for (int it = -o.warmup; it < o.iters; ++it) {
+    const double c = timed([&] { bench->compute_only(); });
+    const double m = timed([&] { bench->collective_only(); });
+    double t[3];
+    for (Mode mode : modes) t[int(mode)] = timed([&] { bench->run(mode); });
+    if (it < 0) continue;
+    tc.push_back(c);
+    tm.push_back(m);
+    for (Mode mode : modes) tmode[int(mode)].push_back(t[int(mode)]);
+  }
+  row.compute = stats_of(tc);
+  row.comm = stats_of(tm);
+  for (Mode mode : modes) {
+    row.mode[int(mode)] = stats_of(tmode[int(mode)]);
+    row.has[int(mode)] = true;
+  }
+  if (o.check) {
+    bench->run(Mode::Sequential);
+    for (Mode mode : modes) {
+      if (mode == Mode::Sequential) continue;
+      bench->run(mode);
+      row.wrong += bench->wrong_vs_sequential(mode);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &row.wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (write_trace) {
+    // One fused iteration's timeline from every rank, merged on rank 0.
+    dev.tracer().set_enabled(true);
+    dev.tracer().set_process(comm.rank(), fmt::format("rank {}", comm.rank()));
+    dev.tracer().clear();
+    bench->run(Mode::Fused);
+    dev.tracer().set_enabled(false);
+    std::string mine = dev.tracer().to_chrome_json();
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(comm.size()), displs(comm.size());
+    MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int total = 0;
+    for (int r = 0; r < comm.size(); ++r) displs[r] = total, total += lens[r];
+    std::string all(comm.rank() == 0 ? total : 0, '\0');
+    MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (comm.rank() == 0) {
+      nlohmann::json merged = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ns"}};
+      for (int r = 0; r < comm.size(); ++r)
+        for (auto& e : nlohmann::json::parse(all.substr(displs[r], lens[r]))["traceEvents"])
+          merged["traceEvents"].push_back(e);
+      std::ofstream(o.trace) << merged.dump() << '\n';
+    }
+  }
+  return row;
+}
+
+double reduction(const Row& r, Mode m) {
+  if (!r.has[int(m)] || !r.has[0]) return 0;
+  return 1.0 - r.mode[int(m)].median / r.mode[0].median;
+}
+
+// (sequential - fused) / (sequential - max(compute, comm)): 1 = perfect overlap.
+double overlap_efficiency(const Row& r) {
+  if (!r.has[0] || !r.has[2]) return 0;
+  const double best = std::max(r.compute.median, r.comm.median);
+  const double room = r.mode[0].median - best;
+  return room > 0 ? (r.mode[0].median - r.mode[2].median) / room : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  Options o;
+  CLI::App app{"Fused operators: sequential vs shaped vs fused, with compute-only and comm-only"};
+  app.add_option("--op", o.op, "gemv_allreduce | embedding_alltoall | gemm_alltoall");
+  app.add_option("--modes", o.modes, "modes to run (default all)")->delimiter(',');
+  app.add_option("-b,--begin", o.begin, "first size (GEMV: M, embedding: global batch, MoE: tokens per rank)");
+  app.add_option("-e,--end", o.end, "last size");
+  app.add_option("-f,--factor", o.factor, "size step factor");
+  app.add_option("--ratio", o.ratio, "balance knob (GEMV: K per rank, embedding: bag size, MoE: K)");
+  app.add_option("--dim", o.dim, "embedding dim / MoE N");
+  app.add_option("--tables", o.tables, "embedding tables / MoE experts per rank");
+  app.add_option("-n,--iters", o.iters, "timed iterations");
+  app.add_option("-w,--warmup", o.warmup, "warm-up iterations");
+  app.add_option("--cus", o.cus, "compute units per rank (0: cores in mask)");
+  app.add_option("--slots", o.slots, "WG slots per CU (0: TILECOMM_WG_SLOTS)");
+  app.add_option("--free-cus", o.free_cus, "shaped: CUs' worth of slots left to the comm kernel");
+  app.add_option("--chunks", o.chunks, "shaped: chunks");
+  app.add_option("-c,--check", o.check, "check every mode against sequential (1/0)");
+  app.add_flag("--balance", o.balance, "search the ratio where compute ~ communication, report there");
+  app.add_option("--json", o.json, "write one JSON object per row");
+  app.add_option("--trace", o.trace, "write a Chrome trace of one fused iteration (last row)");
+  int rc = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    rc = app.exit(e);
+    MPI_Finalize();
+    return rc;
+  }
+  try {
+    Communicator comm(MPI_COMM_WORLD);
+    RuntimeConfig rcfg = RuntimeConfig::from_env();
+    if (o.cus) rcfg.num_cus = o.cus;
+    if (o.slots) rcfg.wg_slots_per_cu = o.slots;
+    Device dev(rcfg);
+    Shape base = default_shape(o.op);
+    if (o.begin) base.size = o.begin;
+    if (o.ratio) base.ratio = o.ratio;
+    if (o.dim) base.dim = o.dim;
+    if (o.tables) base.tables = o.tables;
+    const bool root = comm.rank() == 0;
+    if (o.balance) {
+      // Geometric search on the ratio knob: compute grows with it, communication does not.
+      std::size_t lo = 1, hi = 4096;
+      for (int step = 0; step < 9 && hi > lo + 1; ++step) {
+        Shape s = base;
+        s.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
+        Options quick = o;
+        quick.iters = 3;
+        quick.warmup = 1;
+        quick.modes = {};
+        quick.check = false;
+        Row r = measure(quick, comm, dev, s, false);
+        if (root) fmt::print("# balance: {} compute {:.0f} us, comm {:.0f} us\n", r.shape_text, r.compute.median, r.comm.median);
+        (r.compute.median < r.comm.median ? lo : hi) = s.ratio;
+      }
+      base.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
+      o.end = base.size;
+    }
+    if (!o.end) o.end = base.size;
+    std::vector<Row> rows;
+    if (root)
+      fmt::print("# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; times in us: median [min, max] of "
+                 "the slowest rank\n{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} {:>6}\n",
+                 o.op, comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), "shape", "bytes",
+                 "compute", "comm", "sequential", "shaped", "fused", "shaped%", "fused%", "overlap", "wrong");
+    for (std::size_t size = base.size; size <= o.end; size = std::max(size + 1, static_cast<std::size_t>(size * o.factor))) {
+      Shape s = base;
+      s.size = size;
+      const bool last = static_cast<std::size_t>(size * o.factor) > o.end;
+      Row r = measure(o, comm, dev, s, last && !o.trace.empty());
+      rows.push_back(r);
+      if (root) {
+        auto cell = [](const Stats& st) { return fmt::format("{:.0f} [{:.0f},{:.0f}]", st.median, st.min, st.max); };
+        fmt::print("{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>6.1f}% {:>6.1f}% {:>7.2f} {:>6}\n",
+                   r.shape_text, r.bytes, cell(r.compute), cell(r.comm), cell(r.mode[0]), cell(r.mode[1]),
+                   cell(r.mode[2]), 100 * reduction(r, Mode::Shaped), 100 * reduction(r, Mode::Fused),
+                   overlap_efficiency(r), r.wrong);
+        std::fflush(stdout);
+      }
+      if (o.factor <= 1) break;
+    }
+    if (root && !o.json.empty()) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const Row& r : rows)
+        out.push_back({{"op", o.op}, {"ranks", comm.size()}, {"nodes", comm.num_nodes()}, {"shape", r.shape_text},
+                       {"size", r.shape.size}, {"ratio", r.shape.ratio}, {"bytes", r.bytes},
+                       {"compute_us", r.compute.median}, {"comm_us", r.comm.median},
+                       {"sequential_us", r.mode[0].median}, {"shaped_us", r.mode[1].median},
+                       {"fused_us", r.mode[2].median},
+                       {"min_us", {{"compute", r.compute.min}, {"comm", r.comm.min}, {"sequential", r.mode[0].min},
+                                   {"shaped", r.mode[1].min}, {"fused", r.mode[2].min}}},
+                       {"max_us", {{"compute", r.compute.max}, {"comm", r.comm.max}, {"sequential", r.mode[0].max},
+                                   {"shaped", r.mode[1].max}, {"fused", r.mode[2].max}}},
+                       {"reduction_fused", reduction(r, Mode::Fused)}, {"reduction_shaped", reduction(r, Mode::Shaped)},
+                       {"overlap_efficiency", overlap_efficiency(r)}, {"wrong", r.wrong}});
+      std::ofstream(o.json) << out.dump(2) << '\n';
+    }
+    for (const Row& r : rows) rc |= r.wrong != 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fused_perf: {}\n", e.what());
+    rc = 2;
+  }
+  MPI_Finalize();
+  return rc;
+}
