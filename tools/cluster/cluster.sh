@@ -207,7 +207,7 @@ if [[ $QUIET -eq 0 ]]; then
 fi
 
 if [[ $DRY_RUN -eq 0 ]]; then
-  check_tools ip tc mpirun
+  check_tools ip tc mpirun unshare hostname
   check_root
 fi
 
@@ -313,7 +313,7 @@ esac
 sleep \$(awk -v i="\$idx" 'BEGIN { print i * $STAGGER }')
 TMPDIR=$TMP/node\$idx; export TMPDIR; mkdir -p "\$TMPDIR"
 TILECOMM_CLUSTER_NODE=\$idx; export TILECOMM_CLUSTER_NODE
-exec ip netns exec "\$ns" sh -c "\$*"
+exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$0" && exec sh -c "\$1"' "node\$idx" "\$*"
 EOF
 } >"$AGENT"
 chmod 755 "$AGENT"
@@ -340,7 +340,7 @@ MPIRUN=(mpirun -np "$NP" --hostfile "$HOSTFILE"
   "${XARGS[@]}" "${MPIRUN_EXTRA[@]}" "${CMD[@]}")
 
 if [[ $DRY_RUN -eq 1 ]]; then
-  echo "+ ip netns exec $(node_ns 0) env TMPDIR=$TMP/node0 TILECOMM_CLUSTER_NODE=0 ${MPIRUN[*]}"
+  echo "+ ip netns exec $(node_ns 0) unshare --uts ... hostname node0 ... env TMPDIR=$TMP/node0 TILECOMM_CLUSTER_NODE=0 ${MPIRUN[*]}"
   echo "[cluster] agent script:"; sed 's/^/    /' "$AGENT"
   exit 0
 fi
@@ -349,7 +349,9 @@ fi
 # that our INT/TERM traps run at once instead of after mpirun returns. stdin is passed explicitly
 # (background jobs of a non-interactive shell would get /dev/null).
 log "launching: ${MPIRUN[*]}"
-ip netns exec "$(node_ns 0)" env TMPDIR="$TMP/node0" TILECOMM_CLUSTER_NODE=0 "${MPIRUN[@]}" <&0 &
+# shellcheck disable=SC2016 # $0/$@ belong to the inner sh
+ip netns exec "$(node_ns 0)" unshare --uts sh -c 'hostname "$0" && exec "$@"' node0 \
+  env TMPDIR="$TMP/node0" TILECOMM_CLUSTER_NODE=0 "${MPIRUN[@]}" <&0 &
 MPIRUN_PID=$!
 rc=0
 wait "$MPIRUN_PID" || rc=$?
