@@ -1,10 +1,11 @@
 // The one place that reads TILECOMM_* environment variables.
 #include "tilecomm/env.hpp"
 
+#include <fmt/format.h>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 
 #include "tilecomm/config.hpp"
 #include "tilecomm/error.hpp"
@@ -47,12 +48,33 @@ std::size_t parse_bytes(const std::string& name, const std::string& v, std::size
   std::string digits = v;
   std::size_t mult = 1;
   switch (v.back()) {
-    case 'k': case 'K': mult = std::size_t{1} << 10; digits.pop_back(); break;
-    case 'm': case 'M': mult = std::size_t{1} << 20; digits.pop_back(); break;
-    case 'g': case 'G': mult = std::size_t{1} << 30; digits.pop_back(); break;
-    default: break;
+    case 'k':
+    case 'K':
+      mult = std::size_t{1} << 10;
+      digits.pop_back();
+      break;
+    case 'm':
+    case 'M':
+      mult = std::size_t{1} << 20;
+      digits.pop_back();
+      break;
+    case 'g':
+    case 'G':
+      mult = std::size_t{1} << 30;
+      digits.pop_back();
+      break;
+    default:
+      break;
   }
-  long long x = parse_int(name, digits, 0, static_cast<long long>(max / mult));
+  // Parse the digits alone, but report the value as the user wrote it (suffix included).
+  const long long limit = static_cast<long long>(max / mult);
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(digits.c_str(), &end, 10);
+  if (errno != 0 || end == digits.c_str() || *end != '\0' || x < 0 || x > limit ||
+      !std::isdigit(static_cast<unsigned char>(digits.front())))
+    bad(name, v,
+        fmt::format("a byte count in [0, {}] (K/M/G suffixes are powers of 1024)", max).c_str());
   return static_cast<std::size_t>(x) * mult;
 }
 
@@ -66,7 +88,8 @@ Env Env::parse(const Lookup& lookup) {
     return v;
   };
   if (auto v = get("TILECOMM_CUS")) e.cus = int(parse_int("TILECOMM_CUS", *v, 0, 4096));
-  if (auto v = get("TILECOMM_WG_SLOTS")) e.wg_slots = int(parse_int("TILECOMM_WG_SLOTS", *v, 1, 64));
+  if (auto v = get("TILECOMM_WG_SLOTS"))
+    e.wg_slots = int(parse_int("TILECOMM_WG_SLOTS", *v, 1, 64));
   if (auto v = get("TILECOMM_LDS_BYTES"))
     e.lds_bytes = parse_bytes("TILECOMM_LDS_BYTES", *v, std::size_t{1} << 30);
   if (auto v = get("TILECOMM_PIN")) e.pin = parse_bool("TILECOMM_PIN", *v);

@@ -11,7 +11,8 @@
 namespace tilecomm::detail {
 namespace {
 constexpr std::size_t kNoFit = std::numeric_limits<std::size_t>::max();
-}
+constexpr std::size_t kLdsAlign = 64;
+}  // namespace
 
 bool DeviceImpl::advance_all() {
   bool any = false;
@@ -41,12 +42,15 @@ bool DeviceImpl::advance_all() {
 
 std::size_t DeviceImpl::find_lds(const ComputeUnit& cu, std::size_t bytes) const {
   if (bytes == 0) return 0;
+  // First fit at 64-byte aligned offsets (the pool itself is 64-byte aligned), so every WG's span
+  // is aligned whatever the sizes of its neighbours. A request <= capacity always fits an empty CU.
+  auto align = [](std::size_t x) { return (x + kLdsAlign - 1) & ~(kLdsAlign - 1); };
   std::size_t at = 0;
   for (const auto& [off, size] : cu.allocs) {
-    if (off - at >= bytes) return at;
-    at = off + size;
+    if (off >= at && off - at >= bytes) return at;
+    at = align(off + size);
   }
-  return cfg.lds_bytes_per_cu - at >= bytes ? at : kNoFit;
+  return at <= cfg.lds_bytes_per_cu && cfg.lds_bytes_per_cu - at >= bytes ? at : kNoFit;
 }
 
 void DeviceImpl::schedule(Worker* self, std::vector<Worker*>& wake) {
@@ -60,7 +64,8 @@ void DeviceImpl::schedule(Worker* self, std::vector<Worker*>& wake) {
   }
   if (ready.empty()) return;
   std::sort(ready.begin(), ready.end(), [](const KernelState* a, const KernelState* b) {
-    if (a->stream->priority != b->stream->priority) return a->stream->priority > b->stream->priority;
+    if (a->stream->priority != b->stream->priority)
+      return a->stream->priority > b->stream->priority;
     return a->seq < b->seq;
   });
 

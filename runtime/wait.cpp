@@ -1,5 +1,6 @@
 #include "tilecomm/wait.hpp"
 
+#include <cstdio>
 #include <thread>
 
 #include "tilecomm/env.hpp"
@@ -41,6 +42,14 @@ void Backoff::pause() {
   }
 }
 
-double default_timeout_s() { return env().timeout_s; }
+double default_timeout_s() {
+  return env().timeout_s;
+}
+
+std::string detail::format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", s);
+  return buf;
+}
 
 }  // namespace tilecomm

@@ -33,6 +33,11 @@ class Backoff {
   int phase_ = 0;  // 0 spin, 1 yield, 2 sleep
 };
 
+namespace detail {
+/// Seconds for messages: "0.05", "2", "300" (shortest form, at most 3 significant digits).
+std::string format_seconds(double s);
+}  // namespace detail
+
 /// The configured default deadline of every wait, seconds (TILECOMM_TIMEOUT_S; 0 = none).
 double default_timeout_s();
 
@@ -48,7 +53,7 @@ void wait_until(Ready&& ready, double timeout_s, Describe&& describe) {
     if (timeout_s > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s) {
       if (ready()) return;
       throw Error(ErrorCode::Timeout, std::string(describe()) + " (waited " +
-                                          std::to_string(static_cast<int>(timeout_s)) + " s)");
+                                          detail::format_seconds(timeout_s) + " s)");
     }
   }
 }
