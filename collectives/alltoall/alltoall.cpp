@@ -7,13 +7,17 @@ extern const Algorithm alltoall_mpi;
 extern const Algorithm alltoallv_mpi;
 extern const Algorithm alltoall_pairwise;
 extern const Algorithm alltoallv_pairwise;
+extern const Algorithm alltoall_shm;
+extern const Algorithm alltoallv_shm;
 
 const std::vector<const Algorithm*>& alltoall_algorithms() {
-  static const std::vector<const Algorithm*> list = {&alltoall_mpi, &alltoall_pairwise};
+  static const std::vector<const Algorithm*> list = {&alltoall_mpi, &alltoall_pairwise,
+                                                     &alltoall_shm};
   return list;
 }
 const std::vector<const Algorithm*>& alltoallv_algorithms() {
-  static const std::vector<const Algorithm*> list = {&alltoallv_mpi, &alltoallv_pairwise};
+  static const std::vector<const Algorithm*> list = {&alltoallv_mpi, &alltoallv_pairwise,
+                                                     &alltoallv_shm};
   return list;
 }
 

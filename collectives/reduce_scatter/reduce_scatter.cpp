@@ -5,9 +5,11 @@ namespace tilecomm::detail {
 
 extern const Algorithm reduce_scatter_mpi;
 extern const Algorithm reduce_scatter_ring;
+extern const Algorithm reduce_scatter_shm;
 
 const std::vector<const Algorithm*>& reduce_scatter_algorithms() {
-  static const std::vector<const Algorithm*> list = {&reduce_scatter_mpi, &reduce_scatter_ring};
+  static const std::vector<const Algorithm*> list = {&reduce_scatter_mpi, &reduce_scatter_ring,
+                                                     &reduce_scatter_shm};
   return list;
 }
 

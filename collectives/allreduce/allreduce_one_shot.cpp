@@ -1,0 +1,40 @@
+// AllReduce one-shot: every rank stages its input in its shared half, and every rank reduces all
+// local ranks' copies, in rank order, into its own output. One synchronisation per chunk; each
+// rank reads (p - 1) * n remote bytes, so this is the small-message path. Chunks alternate between
+// the two halves of the segment (ShmSteps), so no rank waits for readers before writing again.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/reduce.hpp"
+#include "collectives/shm_phases.hpp"
+
+namespace tilecomm::detail {
+namespace {
+
+/// Largest chunk staged per step (a whole half at most).
+constexpr std::size_t kOneShotChunkBytes = std::size_t{1} << 20;
+
+void run(CommImpl& comm, const CollArgs& a) {
+  if (a.count == 0) return;
+  if (comm.local_size == 1) {
+    if (!a.in_place) std::memcpy(a.recv, a.send, a.bytes());
+    return;
+  }
+  ShmSteps steps(comm);
+  const std::size_t elem = a.elem();
+  const std::size_t chunk = stream_chunk_elems(steps, elem, kOneShotChunkBytes, 1);
+  const auto* send = static_cast<const std::byte*>(a.send);
+  auto* recv = static_cast<std::byte*>(a.recv);
+  for (std::size_t done = 0; done < a.count; done += chunk) {
+    const std::size_t n = std::min(chunk, a.count - done);
+    steps.begin();
+    std::memcpy(steps.mine(), send + done * elem, n * elem);
+    rs_phase(steps, 0, n, recv + done * elem, a.dtype, a.op, "allreduce(one_shot)");
+  }
+}
+
+}  // namespace
+
+extern const Algorithm allreduce_one_shot{"one_shot", Collective::AllReduce, shm_single_node, run};
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,98 @@
+#pragma once
+// Building blocks of the node-local shared-memory algorithms (allreduce one_shot / two_shot /
+// hierarchical, reduce_scatter shm, allgather shm, alltoall shm).
+//
+// The protocol: "steps" over double-buffered halves, DeepSpeed style.
+//  - Each local rank's data segment is split into two halves. Step t uses half t % 2.
+//  - In step t a rank (1) writes its half t % 2, (2) publishes t in its step flag (release),
+//    (3) waits until every local peer has published >= t (acquire), (4) reads peers' halves.
+//  - Every step waits on every local peer. A peer publishes t+1 only after it has finished reading
+//    step t, so once a rank has seen all peers at >= t, the half of step t-1 (= the half of step
+//    t+1) is free on every rank: it may write its half (t+1) % 2 as soon as its wait of step t is
+//    over (two_shot reduces straight into the next step's half). No trailing barrier, no flag
+//    reset: the step counter lives in the rank's own flag and only grows, and all local ranks run
+//    the same steps in the same order (same calls, same arguments), so they agree on it.
+//  - Any algorithm may follow any other: they all keep the same invariant.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/algorithm.hpp"
+
+namespace tilecomm::detail {
+
+/// Flag index (in each rank's control area) holding that rank's last published step.
+inline constexpr int kShmStepFlag = 8;
+
+/// Bytes a step may move per rank when streaming large messages: small enough that the staging
+/// copies stay in L2/L3 (1 MiB L2 per core, 32 MiB shared L3 here), large enough that the per-step
+/// synchronisation (~1 us) is noise. Measured with /tmp/shm_scratch/bench (see collectives/README).
+inline constexpr std::size_t kStreamChunkBytes = std::size_t{256} << 10;
+
+/// Empty when every rank of the communicator is on this node and shm_fits(); else why not.
+std::string shm_single_node(const CommImpl& comm, const CollArgs& args);
+/// Empty when each half of the segment holds a cache line per local rank plus a header line.
+std::string shm_fits(const CommImpl& comm);
+
+/// One step at a time through the double-buffered halves of the node's shared segments.
+class ShmSteps {
+ public:
+  explicit ShmSteps(CommImpl& comm);
+
+  /// Bytes of one half (64-byte multiple).
+  std::size_t half_bytes() const { return half_; }
+  /// Starts the next step: mine() and peer() now refer to its half.
+  void begin();
+  /// Publishes this step and waits for every local peer to publish it. `what` names the wait in
+  /// timeout messages.
+  void exchange(const char* what);
+  /// This rank's half of the current step.
+  std::byte* mine() const { return base(comm_.local_rank, step_); }
+  /// Local rank l's half of the current step (read only after exchange()).
+  const std::byte* peer(int l) const { return base(l, step_); }
+  /// This rank's half of the next step: writable once exchange() of this step has returned.
+  std::byte* next_mine() const { return base(comm_.local_rank, step_ + 1); }
+
+  CommImpl& comm() const { return comm_; }
+
+ private:
+  std::byte* base(int l, std::uint64_t t) const { return comm_.shm_data(l) + (t & 1) * half_; }
+
+  CommImpl& comm_;
+  std::size_t half_;
+  std::uint64_t step_;
+};
+
+/// Split of `n` elements into `parts` slices whose boundaries fall on 64-byte multiples: slice j
+/// is [begin(j), begin(j + 1)); trailing slices may be empty.
+struct Slices {
+  Slices(std::size_t n, int parts, std::size_t elem);
+  std::size_t begin(int j) const;
+  std::size_t size(int j) const { return begin(j + 1) - begin(j); }
+  std::size_t n, per;
+};
+
+/// Elements per streaming chunk: at most `target_bytes` and one half, a multiple of `parts` cache
+/// lines, so that Slices(n <= chunk, parts, elem) of any chunk fits in a half. At least one line.
+std::size_t stream_chunk_elems(const ShmSteps& steps, std::size_t elem, std::size_t target_bytes,
+                               int parts);
+
+// ---- phases ---------------------------------------------------------------------------------
+// The two halves of a two-shot AllReduce, also run alone by reduce_scatter(shm), allgather(shm)
+// and allreduce(hierarchical). The caller has begun the step and written this rank's part.
+
+/// Reduce-scatter step: exchange, then dst[0..count) = reduction over the local ranks, in local
+/// rank order, of the `count` elements at byte offset `off` of their halves.
+void rs_phase(ShmSteps& steps, std::size_t off, std::size_t count, void* dst, DataType dtype,
+              ReduceOp op, const char* what);
+
+/// All-gather step: exchange, then copy_out(l, peer(l)) for every local rank l < `owners`, in
+/// order (copy_out reads what rank l wrote into its half).
+template <class CopyOut>
+void ag_phase(ShmSteps& steps, int owners, CopyOut&& copy_out, const char* what) {
+  steps.exchange(what);
+  for (int l = 0; l < owners; ++l)
+    copy_out(l, steps.peer(l));
+}
+
+}  // namespace tilecomm::detail
