@@ -1,0 +1,274 @@
+// Sequences of calls on one communicator, for every registered algorithm: non-blocking calls with
+// computation between post and wait, several outstanding requests waited out of order, blocking
+// calls after non-blocking ones, long runs of mixed sizes and algorithms (flag and buffer-reuse
+// bugs, a small shared segment so messages go in chunks), and determinism with inexact inputs.
+#include <cmath>
+#include <random>
+
+#include "coll_test_util.hpp"
+
+namespace tct {
+namespace {
+
+constexpr Collective kColls[] = {Collective::AllReduce, Collective::ReduceScatter,
+                                 Collective::AllGather, Collective::AllToAll};
+
+// One float32 Sum call with its expected result, computed locally from the input formula (no
+// communication, so jobs can be set up while others are in flight).
+struct Job {
+  Collective coll;
+  std::size_t n;
+  int salt;
+  std::vector<float> send, recv, want;
+
+  Job(Collective c, std::size_t count, int s) : coll(c), n(count), salt(s) {
+    const int p = world_size(), r = world_rank();
+    auto v = [&](std::size_t i, int rank) {
+      return static_cast<float>(small_value(i + salt, rank));
+    };
+    const bool block_in = c == Collective::ReduceScatter || c == Collective::AllToAll;
+    const bool block_out = c == Collective::AllGather || c == Collective::AllToAll;
+    send.resize(block_in ? p * n : n);
+    recv.assign(block_out ? p * n : n, -1000.0f);
+    want.resize(recv.size());
+    for (std::size_t i = 0; i < send.size(); ++i)
+      send[i] = v(i, r);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      switch (c) {
+        case Collective::AllReduce:
+        case Collective::ReduceScatter: {
+          const std::size_t at = c == Collective::AllReduce ? i : r * n + i;
+          float s = 0;
+          for (int q = 0; q < p; ++q)
+            s += v(at, q);
+          want[i] = s;
+          break;
+        }
+        case Collective::AllGather:
+          want[i] = v(i % n, static_cast<int>(i / n));
+          break;
+        default:
+          want[i] = v(r * n + i % n, static_cast<int>(i / n));
+          break;  // All-to-All
+      }
+    }
+  }
+
+  /// Runs the blocking form (req == nullptr) or posts the non-blocking one into *req.
+  std::optional<std::string> run(tilecomm::Communicator& cm, const std::string& algo,
+                                 tilecomm::Request* req) {
+    return try_call(algo, algo != "auto", [&](const tilecomm::CollectiveOptions& o) {
+      const DataType f = DataType::Float32;
+      const ReduceOp s = ReduceOp::Sum;
+      switch (coll) {
+        case Collective::AllReduce:
+          if (req)
+            *req = tilecomm::iallreduce(cm, send.data(), recv.data(), n, f, s, o);
+          else
+            tilecomm::allreduce(cm, send.data(), recv.data(), n, f, s, o);
+          break;
+        case Collective::ReduceScatter:
+          if (req)
+            *req = tilecomm::ireduce_scatter(cm, send.data(), recv.data(), n, f, s, o);
+          else
+            tilecomm::reduce_scatter(cm, send.data(), recv.data(), n, f, s, o);
+          break;
+        case Collective::AllGather:
+          if (req)
+            *req = tilecomm::iallgather(cm, send.data(), recv.data(), n, f, o);
+          else
+            tilecomm::allgather(cm, send.data(), recv.data(), n, f, o);
+          break;
+        default:
+          if (req)
+            *req = tilecomm::ialltoall(cm, send.data(), recv.data(), n, f, o);
+          else
+            tilecomm::alltoall(cm, send.data(), recv.data(), n, f, o);
+          break;
+      }
+    });
+  }
+
+  long wrong() const { return count_wrong(recv.data(), want.data(), recv.size(), sizeof(float)); }
+  std::string what(const std::string& algo) const {
+    return std::string(tilecomm::to_string(coll)) + " algo=" + algo + " count=" + std::to_string(n);
+  }
+};
+
+// Work that does not touch the buffers: a few milliseconds of arithmetic.
+double compute_a_while() {
+  double acc = 0;
+  for (int i = 1; i < 2000000; ++i)
+    acc += std::sqrt(static_cast<double>(i));
+  return acc;
+}
+
+TEST(NonBlocking, ComputationBetweenPostAndWait) {
+  const std::size_t n = 1000 * world_size() + 3;
+  for (Collective c : kColls)
+    for (const std::string& algo : auto_and_names(c)) {
+      Job j(c, n, 1);
+      tilecomm::Request req;
+      if (j.run(comm(), algo, &req)) continue;
+      volatile double sink = compute_a_while();
+      (void)sink;
+      for (int i = 0; i < 3 && !req.test(); ++i)
+        compute_a_while();
+      req.wait();
+      EXPECT_EQ(j.wrong(), 0) << j.what(algo);
+    }
+}
+
+TEST(NonBlocking, OutstandingRequestsWaitedOutOfOrder) {
+  const std::size_t n = 1000 * world_size() + 3;
+  std::size_t rounds = 0;
+  for (Collective c : kColls)
+    rounds = std::max(rounds, auto_and_names(c).size());
+  for (std::size_t k = 0; k < rounds; ++k) {
+    std::vector<Job> jobs;
+    std::vector<std::string> algos;
+    std::vector<tilecomm::Request> reqs(8);
+    std::vector<bool> posted(8, false);
+    for (int i = 0; i < 8; ++i) {
+      const Collective c = kColls[i % 4];
+      const auto names = auto_and_names(c);
+      jobs.emplace_back(c, n + i, i);
+      algos.push_back(names[(k + i / 4) % names.size()]);
+    }
+    for (int i = 0; i < 8; ++i)
+      posted[i] = !jobs[i].run(comm(), algos[i], &reqs[i]);
+    for (int i : {7, 2, 5, 0, 3, 6, 1, 4}) {
+      if (!posted[i]) continue;
+      reqs[i].wait();
+      EXPECT_EQ(jobs[i].wrong(), 0) << jobs[i].what(algos[i]) << " (round " << k << ")";
+    }
+  }
+}
+
+TEST(NonBlocking, BlockingCallsAfterNonBlockingRunInIssueOrder) {
+  const std::size_t n = 1000 * world_size() + 3;
+  for (Collective c : kColls)
+    for (const std::string& algo : auto_and_names(c)) {
+      Job first(c, n, 3), second(Collective::AllReduce, n, 4), third(Collective::AllToAll, 7, 5);
+      tilecomm::Request req;
+      if (first.run(comm(), algo, &req)) continue;
+      ASSERT_FALSE(second.run(comm(), "auto", nullptr));
+      // The blocking call ran after the request's operation, so the request is complete.
+      EXPECT_TRUE(req.test()) << "blocking call overtook " << first.what(algo);
+      ASSERT_FALSE(third.run(comm(), "auto", nullptr));
+      req.wait();
+      EXPECT_EQ(first.wrong(), 0) << first.what(algo);
+      EXPECT_EQ(second.wrong(), 0) << "blocking allreduce after " << first.what(algo);
+      EXPECT_EQ(third.wrong(), 0) << "blocking alltoall after " << first.what(algo);
+    }
+}
+
+// Many calls of different sizes, collectives and algorithms, blocking and not, on the shared
+// communicator and on one with a 64 KiB shared segment (so large messages go in many chunks).
+TEST(BackToBack, MixedSizesAndAlgorithms) {
+  tilecomm::CommConfig small;
+  small.shm_bytes = 64 << 10;
+  tilecomm::Communicator small_comm(MPI_COMM_WORLD, small);
+  const std::size_t sizes[] = {0, 1, 3, 17, 255, 4099, 16384, 20000, 70001, 300007};
+  for (tilecomm::Communicator* cm : {&comm(), &small_comm}) {
+    std::mt19937 rng(12345);  // same sequence on every rank
+    int ran = 0;
+    for (int it = 0; it < 150; ++it) {
+      const Collective c = kColls[rng() % 4];
+      const auto names = auto_and_names(c);
+      const std::string algo = names[rng() % names.size()];
+      const std::size_t n = sizes[rng() % std::size(sizes)];
+      const bool blocking = rng() % 3 != 0;
+      Job j(c, n, it);
+      tilecomm::Request req;
+      if (j.run(*cm, algo, blocking ? nullptr : &req)) continue;
+      req.wait();
+      ++ran;
+      EXPECT_EQ(j.wrong(), 0) << j.what(algo) << " call " << it
+                              << (cm == &small_comm ? " (64 KiB segment)" : "");
+    }
+    EXPECT_GT(ran, 0);
+  }
+}
+
+// Random (inexact) inputs: the same call gives bitwise-identical results every time (blocking
+// twice, then non-blocking), and AllReduce results are identical on every rank.
+template <class T>
+void determinism_case(Collective c, const std::string& algo, std::size_t n) {
+  const int p = world_size(), r = world_rank();
+  const bool block_in = c == Collective::ReduceScatter || c == Collective::AllToAll;
+  const bool block_out = c == Collective::AllGather || c == Collective::AllToAll;
+  std::vector<T> send(block_in ? p * n : n);
+  std::mt19937 rng(1000 + r);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& x : send)
+    x = T(u(rng));
+  const DataType dt = tilecomm::data_type_of<T>();
+  std::vector<std::vector<T>> results(3, std::vector<T>(block_out ? p * n : n));
+  for (int k = 0; k < 3; ++k) {
+    tilecomm::Request req;
+    tilecomm::Request* rp = k == 2 ? &req : nullptr;
+    auto declined = try_call(algo, algo != "auto", [&](const tilecomm::CollectiveOptions& o) {
+      T* out = results[k].data();
+      switch (c) {
+        case Collective::AllReduce:
+          if (rp)
+            *rp = tilecomm::iallreduce(comm(), send.data(), out, n, dt, ReduceOp::Sum, o);
+          else
+            tilecomm::allreduce(comm(), send.data(), out, n, dt, ReduceOp::Sum, o);
+          break;
+        case Collective::ReduceScatter:
+          if (rp)
+            *rp = tilecomm::ireduce_scatter(comm(), send.data(), out, n, dt, ReduceOp::Sum, o);
+          else
+            tilecomm::reduce_scatter(comm(), send.data(), out, n, dt, ReduceOp::Sum, o);
+          break;
+        case Collective::AllGather:
+          if (rp)
+            *rp = tilecomm::iallgather(comm(), send.data(), out, n, dt, o);
+          else
+            tilecomm::allgather(comm(), send.data(), out, n, dt, o);
+          break;
+        default:
+          if (rp)
+            *rp = tilecomm::ialltoall(comm(), send.data(), out, n, dt, o);
+          else
+            tilecomm::alltoall(comm(), send.data(), out, n, dt, o);
+          break;
+      }
+    });
+    if (declined) return;
+    req.wait();
+  }
+  const std::string what = std::string(tilecomm::to_string(c)) + " algo=" + algo +
+                           " dtype=" + std::string(tilecomm::to_string(dt)) +
+                           " count=" + std::to_string(n);
+  const std::size_t m = results[0].size();
+  EXPECT_EQ(count_wrong(results[1].data(), results[0].data(), m, sizeof(T)), 0)
+      << "second call differs: " << what;
+  EXPECT_EQ(count_wrong(results[2].data(), results[0].data(), m, sizeof(T)), 0)
+      << "non-blocking call differs: " << what;
+  if (c == Collective::AllReduce || c == Collective::AllGather) {
+    const std::uint64_t h = hash_bytes(results[0].data(), m * sizeof(T));
+    std::vector<std::uint64_t> all(p);
+    MPI_Gather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (r == 0) {
+      for (int q = 1; q < p; ++q)
+        EXPECT_EQ(all[q], all[0]) << "rank " << q << " differs: " << what;
+    }
+  }
+}
+
+TEST(Determinism, RepeatableAndIdenticalOnAllRanks) {
+  const std::size_t counts[] = {1000 * static_cast<std::size_t>(world_size()) + 3, 70001};
+  for (Collective c : kColls)
+    for (const std::string& algo : auto_and_names(c))
+      for (std::size_t n : counts) {
+        determinism_case<float>(c, algo, n);
+        determinism_case<double>(c, algo, n);
+        determinism_case<bfloat16>(c, algo, n);
+      }
+}
+
+}  // namespace
+}  // namespace tct
