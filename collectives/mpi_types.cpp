@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <vector>
+
+#include "collectives/p2p_common.hpp"
 
 namespace tilecomm::detail {
 
@@ -27,7 +30,6 @@ MPI_Op mpi_op(ReduceOp op) {
 }
 
 std::string mpi_can_reduce(const CommImpl&, const CollArgs& args) {
-  if (args.dtype == DataType::BFloat16) return "MPI has no bfloat16 reduction";
   return mpi_int_counts(args, args.count);
 }
 
@@ -35,6 +37,14 @@ std::string mpi_int_counts(const CollArgs&, std::size_t largest) {
   if (largest > static_cast<std::size_t>(INT_MAX))
     return fmt::format("count {} does not fit MPI's int", largest);
   return {};
+}
+
+void reduce_bf16_as_float(const void* in, std::size_t n, void* out, std::size_t out_offset,
+                          std::size_t out_n, const std::function<void(float*)>& reduce) {
+  std::vector<float> wide(n);
+  p2p::bf16_to_float(wide.data(), in, n);
+  reduce(wide.data());
+  p2p::float_to_bf16(out, wide.data() + out_offset, out_n);
 }
 
 }  // namespace tilecomm::detail
