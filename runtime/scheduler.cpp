@@ -190,19 +190,13 @@ void DeviceImpl::worker_loop(Worker& w) {
     CPU_SET(cus[w.cu].cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   }
-  const auto spin = std::chrono::nanoseconds(std::int64_t(cfg.spin_us * 1000));
   for (;;) {
-    // Bounded spin on the mailbox, then sleep on it (futex): an idle device burns nothing.
+    // Poll the mailbox for spin_us, then sleep on it (futex): an idle device burns nothing.
     std::uint32_t m = w.mailbox.load(std::memory_order_acquire);
     if (m == Worker::kEmpty) {
-      const auto until = std::chrono::steady_clock::now() + spin;
-      for (unsigned i = 0; m == Worker::kEmpty; ++i) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
-        if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) {
-          w.mailbox.wait(Worker::kEmpty, std::memory_order_acquire);
-        }
+      IdleSpin spin(cfg.spin_us);
+      while (m == Worker::kEmpty) {
+        if (!spin.poll()) w.mailbox.wait(Worker::kEmpty, std::memory_order_acquire);
         m = w.mailbox.load(std::memory_order_acquire);
       }
     }
