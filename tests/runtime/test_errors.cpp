@@ -1,8 +1,10 @@
 // Exceptions thrown by workgroups: captured, cancelling, rethrown where the host waits.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "helpers.hpp"
 
@@ -38,17 +40,19 @@ TEST(Errors, ThrowCancelsTheRestOfTheKernelAndIsRethrownOnce) {
   EXPECT_EQ(d.stats().kernels, 2u);
 }
 
-TEST(Errors, CancellationLeavesAtMostTheInFlightWorkgroups) {
+// Cancellation stops dispatch once the error is recorded; WGs already placed still run. The other
+// WGs take 1 ms each, so without cancellation the kernel would run all 1000 (about 330 ms on 3
+// slots); the first throw of a process can take a while (unwinder set-up), hence the loose bound.
+TEST(Errors, CancellationStopsDispatchingTheKernel) {
   Device d(config(2, 2));
   std::atomic<int> ran{0};
   d.default_stream().launch({"boom", {1000, 1}, 0}, [&](const WorkgroupContext& wg) {
     ++ran;
     if (wg.id == 0) throw std::runtime_error("first WG");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   EXPECT_EQ(caught([&] { d.synchronize(); }), "first WG");
-  // WG 0 is dispatched first; at most the other 3 slots' WGs and their successors dispatched
-  // before the failure was recorded may run. Far fewer than 1000.
-  EXPECT_LT(ran.load(), 100);
+  EXPECT_LT(ran.load(), 500);
 }
 
 // The first error wins: B (ordered after A through an event) also throws, but A's is reported.
