@@ -13,6 +13,10 @@ const std::vector<const Algorithm*>& allgather_algorithms() {
   return list;
 }
 
+// Figures: scratch timer (median µs per call, max over ranks; /tmp/p2p_scratch/bench.cpp), float32,
+// Open MPI 4.1.4 `--mca btl tcp,self` as the inter-node stand-in, 2 vCPU host under load (noisy).
+// Across nodes the ring measured level with MPI (np 2: 8 B 10.3 vs 11.2 µs, 8 MiB 15.9 vs
+// 15.9 ms; np 4: 128 KiB 2.7 vs 1.8 ms, 2 MiB 21.0 vs 23.5 ms), so MPI stays the default.
 const Algorithm& allgather_default(const CommImpl&, const CollArgs&) { return allgather_mpi; }
 
 }  // namespace tilecomm::detail
