@@ -40,6 +40,9 @@ Options:
   --env NAME             also forward environment variable NAME to the ranks (repeatable)
   --mpirun-arg ARG       extra argument for mpirun, e.g. --mpirun-arg=--map-by --mpirun-arg=node
                          (repeatable)
+  --timeout SECONDS      stop the job and tear everything down after SECONDS (exit 124); 0 = never
+                         (default 0). Use it below a ctest TIMEOUT: ctest kills with SIGKILL,
+                         which leaves the namespaces behind (the next run removes them)
   --dry-run              print the setup commands and the mpirun command line, change nothing
   --keep-going           on exit, wait for Enter before tearing down (to inspect with ip netns/tc)
   --quiet                no header or progress messages
@@ -61,6 +64,7 @@ RATE=1gbit
 BURST=
 SUBNET=
 STAGGER=0.4
+TIMEOUT=0
 DRY_RUN=0
 KEEP_GOING=0
 QUIET=0
@@ -88,6 +92,8 @@ while [[ $# -gt 0 ]]; do
     --env=*) EXTRA_ENV+=("${1#*=}"); shift ;;
     --mpirun-arg) need_arg "$@"; MPIRUN_EXTRA+=("$2"); shift 2 ;;
     --mpirun-arg=*) MPIRUN_EXTRA+=("${1#*=}"); shift ;;
+    --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
+    --timeout=*) TIMEOUT=${1#*=}; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --keep-going) KEEP_GOING=1; shift ;;
     --quiet) QUIET=1; shift ;;
@@ -115,38 +121,47 @@ check_root() {
 # ---------------------------------------------------------------------------------------------
 # --cleanup: remove namespaces/temp dirs of crashed runs. Our namespaces are tcl<PID>sw/tcl<PID>n<k>;
 # nothing else is ever created (the veths and the bridge live inside them and go away with them).
-kill_ns_pids() {  # kill every process still inside namespace $1
-  local ns=$1 sig pids
+ns_pids() { ip netns pids "$1" 2>/dev/null || true; }
+kill_ns_pids() {  # kill every process still inside namespace(s) "$@"; wait until they are gone
+  local sig pids ns i
   for sig in TERM KILL; do
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [[ -n $pids ]] || return 0
-    # shellcheck disable=SC2086 # word splitting of the pid list is intended
-    kill -s "$sig" $pids 2>/dev/null || true
-    [[ $sig == KILL ]] || sleep 0.5
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+      pids=$(for ns in "$@"; do ns_pids "$ns"; done)
+      [[ -n $pids ]] || return 0
+      # shellcheck disable=SC2086 # word splitting of the pid list is intended
+      [[ $i -gt 1 ]] || kill -s "$sig" $pids 2>/dev/null || true
+      sleep 0.2
+    done
   done
+  pids=$(for ns in "$@"; do ns_pids "$ns"; done)
+  [[ -z $pids ]] || echo "[cluster] warning: processes $pids survive in namespaces $*" >&2
 }
 
-cleanup_mode() {
-  check_tools ip
-  check_root
-  local ns pid removed=0 d
+REMOVED=0
+remove_leftovers() {  # namespaces/temp dirs of runs whose PID is gone (all of them with --force)
+  local ns pid d
   while read -r ns _; do
     [[ $ns =~ $NS_RE ]] || continue
     pid=${BASH_REMATCH[1]}
     if [[ $FORCE -eq 0 ]] && kill -0 "$pid" 2>/dev/null; then
-      echo "[cluster] keeping $ns: its run (pid $pid) is still alive (use --force)"
+      [[ $MODE != cleanup ]] || echo "[cluster] keeping $ns: its run (pid $pid) is still alive (use --force)"
       continue
     fi
     kill_ns_pids "$ns"
-    ip netns del "$ns" && { echo "[cluster] removed namespace $ns"; removed=$((removed + 1)); }
+    ip netns del "$ns" && { echo "[cluster] removed leftover namespace $ns" >&2; REMOVED=$((REMOVED + 1)); }
   done < <(ip netns list 2>/dev/null)
   for d in "${TMPDIR:-/tmp}/$TMP_GLOB_PREFIX"*; do
     [[ -d $d ]] || continue
     pid=${d##*/"$TMP_GLOB_PREFIX"}; pid=${pid%%.*}
     if [[ $FORCE -eq 0 ]] && kill -0 "$pid" 2>/dev/null; then continue; fi
-    rm -rf -- "$d" && { echo "[cluster] removed $d"; removed=$((removed + 1)); }
+    rm -rf -- "$d" && { echo "[cluster] removed leftover $d" >&2; REMOVED=$((REMOVED + 1)); }
   done
-  echo "[cluster] cleanup done: $removed item(s) removed"
+}
+cleanup_mode() {
+  check_tools ip
+  check_root
+  remove_leftovers
+  echo "[cluster] cleanup done: $REMOVED item(s) removed"
 }
 
 if [[ $MODE == cleanup ]]; then
@@ -160,6 +175,7 @@ fi
 [[ $NODES =~ ^[0-9]+$ && $NODES -ge 1 && $NODES -le 250 ]] || usage_error "--nodes must be 1..250"
 [[ $RPN =~ ^[0-9]+$ && $RPN -ge 1 ]] || usage_error "--ranks-per-node must be >= 1"
 [[ $STAGGER =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage_error "--stagger must be a number of seconds"
+[[ $TIMEOUT =~ ^[0-9]+$ ]] || usage_error "--timeout must be a whole number of seconds"
 [[ -z $BURST || $BURST =~ ^[0-9]+$ ]] || usage_error "--burst must be a number of bytes"
 
 # RATE -> bits per second (tc semantics: *bit = bits/s, *bps = bytes/s; k/m/g/t are powers of 1000).
@@ -202,13 +218,17 @@ SW_NS="${PREFIX}sw"
 node_ns() { echo "${PREFIX}n$1"; }
 NP=$((NODES * RPN))
 
-if [[ $QUIET -eq 0 ]]; then
-  echo "[cluster] nodes=$NODES ranks-per-node=$RPN ranks=$NP rate=$RATE$([[ $RATE == none ]] || echo " (burst ${BURST}B)") subnet=$SUBNET prefix=$PREFIX"
-fi
-
 if [[ $DRY_RUN -eq 0 ]]; then
   check_tools ip tc mpirun unshare hostname
   check_root
+fi
+
+# Leftovers of runs that were SIGKILLed (e.g. by a ctest timeout) would pile up: remove those of
+# dead PIDs (never those of a live run).
+[[ $DRY_RUN -eq 1 ]] || remove_leftovers
+
+if [[ $QUIET -eq 0 ]]; then
+  echo "[cluster] nodes=$NODES ranks-per-node=$RPN ranks=$NP rate=$RATE$([[ $RATE == none ]] || echo " (burst ${BURST}B)") subnet=$SUBNET prefix=$PREFIX"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -227,12 +247,15 @@ teardown() {
     read -r _ || true
   fi
   if [[ -n $MPIRUN_PID ]] && kill -0 "$MPIRUN_PID" 2>/dev/null; then
+    # Interrupted: let mpirun stop its job for up to 2 s, then kill whatever is left below.
     kill -TERM "$MPIRUN_PID" 2>/dev/null
-    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$MPIRUN_PID" 2>/dev/null || break; sleep 0.3; done
-    kill -KILL "$MPIRUN_PID" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$MPIRUN_PID" 2>/dev/null || break; sleep 0.2; done
   fi
+  # Everything running inside our namespaces is ours (mpirun, orted, ranks): stop it all, and wait
+  # for it, before the namespaces go (a process would otherwise keep its namespace alive, unnamed).
+  [[ ${#CREATED_NS[@]} -eq 0 ]] || kill_ns_pids "${CREATED_NS[@]}"
+  [[ -z $MPIRUN_PID ]] || wait "$MPIRUN_PID" 2>/dev/null
   local ns
-  for ns in "${CREATED_NS[@]}"; do kill_ns_pids "$ns"; done
   for ns in "${CREATED_NS[@]}"; do
     ip netns del "$ns" 2>/dev/null || echo "[cluster] warning: could not delete namespace $ns" >&2
   done
@@ -241,7 +264,7 @@ teardown() {
 }
 on_signal() {
   local sig=$1 code=$2
-  trap - INT TERM
+  trap - INT TERM HUP
   echo "[cluster] caught SIG$sig, tearing down" >&2
   teardown
   exit "$code"
@@ -349,12 +372,15 @@ fi
 # that our INT/TERM traps run at once instead of after mpirun returns. stdin is passed explicitly
 # (background jobs of a non-interactive shell would get /dev/null).
 log "launching: ${MPIRUN[*]}"
+LAUNCH=()
+[[ $TIMEOUT -eq 0 ]] || LAUNCH=(timeout --kill-after=5 "$TIMEOUT")
 # shellcheck disable=SC2016 # $0/$@ belong to the inner sh
-ip netns exec "$(node_ns 0)" unshare --uts sh -c 'hostname "$0" && exec "$@"' node0 \
+"${LAUNCH[@]}" ip netns exec "$(node_ns 0)" unshare --uts sh -c 'hostname "$0" && exec "$@"' node0 \
   env TMPDIR="$TMP/node0" TILECOMM_CLUSTER_NODE=0 "${MPIRUN[@]}" <&0 &
 MPIRUN_PID=$!
 rc=0
 wait "$MPIRUN_PID" || rc=$?
 MPIRUN_PID=
+[[ $TIMEOUT -eq 0 || $rc -ne 124 ]] || echo "[cluster] timed out after ${TIMEOUT}s" >&2
 log "command exited with status $rc"
 exit "$rc"
