@@ -7,7 +7,7 @@
 //   2. checks that ranks of different emulated nodes are in different network namespaces (and ranks
 //      of the same node in the same one) and that MPI's node split follows the emulated nodes;
 //   3. checks an MPI_Allreduce (sum of rank-dependent integers, exact);
-//   4. times a ping-pong of a few MiB between rank 0 and the last rank (another node), verifies the
+//   4. measures the 8-byte ping-pong latency and times a ping-pong of a few MiB between rank 0 and the last rank (another node), verifies the
 //      payload and prints the bandwidth; if the links are shaped (TILECOMM_CLUSTER_RATE_BITS set
 //      by cluster.sh) it checks the bandwidth is below --max-factor times the shaped rate.
 //
@@ -184,6 +184,23 @@ int main(int argc, char** argv) {
     }
     const double secs = MPI_Wtime() - t0;  // includes the (cheap) pattern fill and check
     if (!payload_ok) fail("ping-pong payload corrupted");
+    // Small-message latency over the same link (no delay is injected: this is veth + bridge + TCP).
+    const int lat_iters = 200;
+    char b8[8] = {};
+    double l0 = 0;
+    for (int it = -10; it < lat_iters; ++it) {
+      if (it == 0) l0 = MPI_Wtime();
+      if (rank == 0) {
+        MPI_Send(b8, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
+        MPI_Recv(b8, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(b8, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(b8, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
+      }
+    }
+    if (rank == 0)
+      std::printf("cluster_probe: 8 B ping-pong latency (half round trip): %.1f us\n",
+                  (MPI_Wtime() - l0) / lat_iters / 2 * 1e6);
     if (rank == 0) {
       const double moved = 2.0 * static_cast<double>(bytes) * iters;  // bytes over the link, both ways
       const double bits_per_s = moved * 8.0 / secs;
