@@ -26,7 +26,7 @@ const std::vector<const Algorithm*>& allreduce_algorithms() {
 //    8 KiB 11.5 vs 21.5 µs; np 4: 8 B 118 vs 124 µs (equal within noise).
 //  - ring up to 4 MiB: bandwidth-optimal; np 2: 512 KiB 222 vs 271 µs, 2 MiB 1.6 vs 3.6 ms;
 //    np 4: 128 KiB 0.41 vs 0.50 ms, 2 MiB 8.4 vs 11.2 ms.
-//  - above, MPI (Open MPI's segmented ring is ahead at 8 MiB: np 2 11.0 vs 13.2 ms, np 4 42.8 vs
+//  - above, MPI (ahead at 8 MiB: np 2 11.0 vs 13.2 ms, np 4 42.8 vs
 //    45.9 ms; this ring does not overlap the reduction with the transfers).
 // On one node (through MPI's shared-memory transport) MPI stays ahead of both; the on-node
 // branches (shared memory) and whether hierarchical beats these across nodes when nodes have
