@@ -1,0 +1,7 @@
+// allgather_perf: nccl-tests-style benchmark of every allgather algorithm against MPI (see
+// harness.hpp).
+#include "harness.hpp"
+
+int main(int argc, char** argv) {
+  return tilecomm::bench::run_perf(argc, argv, tilecomm::Collective::AllGather);
+}
