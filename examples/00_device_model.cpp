@@ -20,7 +20,13 @@
 #include <cstring>
 #include <vector>
 
-#include "tilecomm/tilecomm.hpp"
+#include "tilecomm/config.hpp"
+#include "tilecomm/device.hpp"
+#include "tilecomm/env.hpp"
+#include "tilecomm/error.hpp"
+#include "tilecomm/flags.hpp"
+#include "tilecomm/trace.hpp"
+#include "tilecomm/wait.hpp"
 
 using namespace tilecomm;
 

@@ -6,8 +6,15 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <vector>
 
-#include "tilecomm/tilecomm.hpp"
+#include "tilecomm/config.hpp"
+#include "tilecomm/device.hpp"
+#include "tilecomm/env.hpp"
+#include "tilecomm/error.hpp"
+#include "tilecomm/flags.hpp"
+#include "tilecomm/trace.hpp"
+#include "tilecomm/wait.hpp"
 
 namespace tilecomm::test {
 
