@@ -2,6 +2,7 @@
 /// \file trace.hpp
 /// A timeline of workgroups and user marks, exported as Chrome trace JSON (Perfetto opens it).
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -31,8 +32,9 @@ struct TraceEvent {
 class Tracer {
  public:
   explicit Tracer(bool enabled = false) : enabled_(enabled) {}
-  bool enabled() const { return enabled_; }
-  void set_enabled(bool on) { enabled_ = on; }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  /// May be called while WGs run (they read the flag once per WG).
+  void set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
   /// Process id and name written into the trace (use the MPI rank so merged traces separate).
   void set_process(int pid, std::string name);
 
@@ -51,7 +53,7 @@ class Tracer {
   void write_chrome_json(const std::string& path) const;
 
  private:
-  bool enabled_;
+  std::atomic<bool> enabled_;
   int pid_ = 0;
   std::string process_name_ = "tilecomm";
   mutable std::mutex mu_;
