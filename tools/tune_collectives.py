@@ -118,6 +118,33 @@ def report(key, rows, args):
         print(f"best-of vs mpi: worst speedup {worst[0]:.2f}x at {human(worst[1])}")
 
 
+def markdown(key, rows):
+    """A table: one line per size, one column per algorithm, "time us (speedup vs mpi)"."""
+    coll, nranks, dtype, op = key
+    algos = []
+    for r in rows:
+        if r["algo"] not in algos:
+            algos.append(r["algo"])
+    cell = {(r["bytes"], r["algo"]): r for r in rows}
+    per_peer = coll == "alltoall"
+    print(f"\n{coll}, {nranks} ranks, {dtype}" + (f", {op}" if op not in ("none", "?") else "") +
+          ": median µs (speedup vs mpi)\n")
+    head = ["size"] + (["per peer"] if per_peer else []) + algos
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for b in sorted({r["bytes"] for r in rows}):
+        line = [human(b)] + ([human(b / nranks)] if per_peer else [])
+        for a in algos:
+            r = cell.get((b, a))
+            if not r or not r.get("time_us"):
+                line.append("–")
+            elif a == "mpi" or not r.get("speedup_vs_mpi"):
+                line.append(f"{r['time_us']:.3g}")
+            else:
+                line.append(f"{r['time_us']:.3g} ({r['speedup_vs_mpi']:.2f}×)")
+        print("| " + " | ".join(line) + " |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("json", nargs="+", help="files written by *_perf --json")
@@ -125,6 +152,7 @@ def main():
     p.add_argument("--fit-max", type=parse_size, default=1 << 62, help="largest size fitted")
     p.add_argument("--absolute", action="store_true", help="unweighted least squares")
     p.add_argument("--include-auto", action="store_true", help="fit the default ladder too")
+    p.add_argument("--markdown", action="store_true", help="print the measurements as tables")
     args = p.parse_args()
     groups = defaultdict(list)
     for path in args.json:
@@ -134,7 +162,10 @@ def main():
     if not groups:
         sys.exit("no rows")
     for key in sorted(groups):
-        report(key, groups[key], args)
+        if args.markdown:
+            markdown(key, groups[key])
+        else:
+            report(key, groups[key], args)
 
 
 if __name__ == "__main__":

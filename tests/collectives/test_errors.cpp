@@ -62,6 +62,33 @@ TEST(BadInput, AllReduceArguments) {
   EXPECT_NO_THROW(tilecomm::allreduce(c, nullptr, nullptr, 0, f, ReduceOp::Sum));
 }
 
+// A forced algorithm that cannot run the call is NotSupported, naming itself, the source of the
+// choice and a reason; here shared-memory algorithms on pretend nodes of one rank each.
+TEST(BadInput, ForcedAlgorithmThatDeclines) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank is always one node";
+  tilecomm::CommConfig cfg;
+  cfg.node_size = 1;
+  tilecomm::Communicator c(MPI_COMM_WORLD, cfg);
+  std::vector<float> a(64, 1.0f), b(64);
+  int declined = 0;
+  for (const std::string& name : tilecomm::algorithm_names(Collective::AllReduce)) {
+    tilecomm::CollectiveOptions o;
+    o.algorithm = name;
+    try {
+      tilecomm::allreduce(c, a.data(), b.data(), 64, DataType::Float32, ReduceOp::Sum, o);
+      EXPECT_EQ(b[63], static_cast<float>(world_size())) << name;
+    } catch (const tilecomm::Error& e) {
+      ++declined;
+      EXPECT_EQ(e.code(), ErrorCode::NotSupported) << e.what();
+      EXPECT_NE(e.message().find("'" + name + "'"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("CollectiveOptions.algorithm"), std::string::npos) << e.message();
+      EXPECT_GT(e.message().size(), e.message().rfind(": ") + 2) << "no reason: " << e.message();
+    }
+  }
+  EXPECT_GT(declined, 0) << "no AllReduce algorithm needs a single node any more; pick another "
+                            "declining case for this test";
+}
+
 TEST(BadInput, OtherCollectives) {
   auto& c = comm();
   const int p = world_size();
