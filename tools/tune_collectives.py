@@ -102,15 +102,21 @@ def report(key, rows, args):
         mid = math.sqrt(lo * hi)
         spans.append((lo, hi, min(models, key=lambda n: models[n][0] + models[n][1] * mid)))
     print("fitted ladder: " + "; ".join(f"{human(lo)}..{human(hi)}: {n}" for lo, hi, n in ladder(spans)))
-    # The measured ladder: fastest median time per size.
-    best = {}
+    # The measured ladder: fastest time per size (the median over runs when several are given).
+    med = {}
     for algo, pts in by_algo.items():
+        per_size = defaultdict(list)
+        for x, t in pts:
+            per_size[x].append(t)
+        med[algo] = {x: sorted(v)[len(v) // 2] for x, v in per_size.items()}
+    best = {}
+    for algo, times in med.items():
         if algo == "auto":
             continue
-        for x, t in pts:
+        for x, t in times.items():
             if x not in best or t < best[x][1]:
                 best[x] = (algo, t)
-    mpi = {x: t for x, t in by_algo.get("mpi", [])}
+    mpi = med.get("mpi", {})
     spans = [(x, x, best[x][0]) for x in sorted(best)]
     print("measured ladder: " + "; ".join(f"{human(lo)}..{human(hi)}: {n}" for lo, hi, n in ladder(spans)))
     if mpi:
@@ -125,10 +131,26 @@ def markdown(key, rows):
     for r in rows:
         if r["algo"] not in algos:
             algos.append(r["algo"])
-    cell = {(r["bytes"], r["algo"]): r for r in rows}
+    # Several runs (several JSON files): the median time and the median of the per-run speedups
+    # (each measured interleaved with mpi in its own run).
+    runs = defaultdict(list)
+    for r in rows:
+        if r.get("time_us"):
+            runs[(r["bytes"], r["algo"])].append(r)
+
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+    cell = {}
+    for k, rs in runs.items():
+        sp = [r["speedup_vs_mpi"] for r in rs if r.get("speedup_vs_mpi")]
+        cell[k] = {"time_us": median([r["time_us"] for r in rs]),
+                   "speedup_vs_mpi": median(sp) if sp else None}
+    nruns = max((len(v) for v in runs.values()), default=0)
     per_peer = coll == "alltoall"
     print(f"\n{coll}, {nranks} ranks, {dtype}" + (f", {op}" if op not in ("none", "?") else "") +
-          ": median µs (speedup vs mpi)\n")
+          f": median µs (speedup vs mpi){f', median of {nruns} runs' if nruns > 1 else ''}\n")
     head = ["size"] + (["per peer"] if per_peer else []) + algos
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
