@@ -68,7 +68,20 @@ const Algorithm& choose_algorithm(const CommImpl& comm, const CollArgs& args,
                                   const std::string& requested) {
   const std::string& forced = !requested.empty() ? requested : env_override(args.coll);
   const char* source = !requested.empty() ? "CollectiveOptions.algorithm" : env_name(args.coll);
-  if (forced.empty() || forced == "auto") return default_algorithm(comm, args);
+  if (forced.empty() || forced == "auto") {
+    // The table's choice, unless it declines these arguments: then the first in list order that
+    // accepts ("not supported here" is a normal answer, as in UCC).
+    const Algorithm& preferred = default_algorithm(comm, args);
+    if (preferred.can_use(comm, args).empty()) return preferred;
+    std::string reasons = fmt::format("{}: {}", preferred.name, preferred.can_use(comm, args));
+    for (const Algorithm* a : algorithms_of(args.coll)) {
+      const std::string why = a->can_use(comm, args);
+      if (why.empty()) return *a;
+      reasons += fmt::format("; {}: {}", a->name, why);
+    }
+    throw Error(ErrorCode::NotSupported,
+                fmt::format("no {} algorithm can run this call ({})", to_string(args.coll), reasons));
+  }
   for (const Algorithm* a : algorithms_of(args.coll)) {
     if (forced != a->name) continue;
     std::string why = a->can_use(comm, args);
