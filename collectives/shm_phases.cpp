@@ -4,13 +4,54 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "collectives/reduce.hpp"
+#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 
 namespace {
 constexpr std::size_t kLine = 64;
+}
+
+void copy_out(void* dst, const void* src, std::size_t bytes, bool streaming) {
+#if defined(__x86_64__)
+  if (streaming && bytes >= 256) {
+    auto* d = static_cast<std::byte*>(dst);
+    const auto* s = static_cast<const std::byte*>(src);
+    const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+    std::memcpy(d, s, head);
+    d += head, s += head, bytes -= head;
+    const std::size_t body = bytes / 64 * 64;
+    for (std::size_t i = 0; i < body; i += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    }
+    std::memcpy(d + body, s + body, bytes - body);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+void store_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
 }
 
 std::string shm_single_node(const CommImpl& comm, const CollArgs&) {
@@ -22,7 +63,7 @@ std::string shm_single_node(const CommImpl& comm, const CollArgs&) {
 }
 
 std::string shm_fits(const CommImpl& comm) {
-  const std::size_t need = 2 * kLine * static_cast<std::size_t>(comm.local_size + 1);
+  const std::size_t need = 2 * (kLLBytes + kLine * static_cast<std::size_t>(comm.local_size + 1));
   if (comm.shm_bytes < need)
     return fmt::format("shm_bytes = {} is too small for {} local ranks (needs >= {})",
                        comm.shm_bytes, comm.local_size, need);
@@ -45,6 +86,47 @@ void ShmSteps::exchange(const char* what) {
     if (l != comm_.local_rank) comm_.wait_flag(l, kShmStepFlag, step_, what);
 }
 
+void ShmSteps::ll_write(const void* src, std::size_t bytes, std::size_t first_line) {
+  std::byte* line = base(comm_.local_rank, step_) + first_line * kLine;
+  const auto* s = static_cast<const std::byte*>(src);
+  for (std::size_t off = 0; off < bytes; off += kLLPayload, line += kLine) {
+    if (bytes - off >= kLLPayload) {
+      std::memcpy(line, s + off, kLLPayload);  // constant size: inlined
+    } else {
+      std::memcpy(line, s + off, bytes - off);
+    }
+    std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(line + kLLPayload))
+        .store(step_, std::memory_order_release);
+  }
+}
+
+void ShmSteps::ll_publish() const {
+  comm_.post(comm_.local_rank, kShmStepFlag, step_);
+}
+
+void ShmSteps::ll_read(int l, void* dst, std::size_t bytes, const char* what,
+                       std::size_t first_line) const {
+  std::byte* line = base(l, step_) + first_line * kLine;
+  auto* d = static_cast<std::byte*>(dst);
+  for (std::size_t off = 0; off < bytes; off += kLLPayload, line += kLine) {
+    std::atomic_ref<std::uint64_t> tag(*reinterpret_cast<std::uint64_t*>(line + kLLPayload));
+    if (tag.load(std::memory_order_acquire) < step_)
+      wait_until([&] { return tag.load(std::memory_order_acquire) >= step_; }, comm_.timeout_s,
+                 [&] {
+                   return fmt::format(
+                       "{}: rank {} waited for rank {} (LL line {} = {}, expected "
+                       ">= {})",
+                       what, comm_.rank, comm_.local_to_world[l], off / kLLPayload, tag.load(),
+                       step_);
+                 });
+    if (bytes - off >= kLLPayload) {
+      std::memcpy(d + off, line, kLLPayload);
+    } else {
+      std::memcpy(d + off, line, bytes - off);
+    }
+  }
+}
+
 Slices::Slices(std::size_t n_, int parts, std::size_t elem) : n(n_) {
   const std::size_t line = std::max<std::size_t>(1, kLine / elem);
   const std::size_t p = static_cast<std::size_t>(parts);
@@ -63,7 +145,7 @@ std::size_t stream_chunk_elems(const ShmSteps& steps, std::size_t elem, std::siz
 }
 
 void rs_phase(ShmSteps& steps, std::size_t off, std::size_t count, void* dst, DataType dtype,
-              ReduceOp op, const char* what) {
+              ReduceOp op, const char* what, const void* own) {
   steps.exchange(what);
   if (count == 0) return;
   const CommImpl& c = steps.comm();
@@ -76,6 +158,7 @@ void rs_phase(ShmSteps& steps, std::size_t off, std::size_t count, void* dst, Da
   }
   for (int l = 0; l < c.local_size; ++l)
     s[l] = steps.peer(l) + off;
+  if (own) s[c.local_rank] = own;
   reduce_n(dst, s, c.local_size, count, dtype, op);
 }
 

@@ -13,6 +13,11 @@
 //    reset: the step counter lives in the rank's own flag and only grows, and all local ranks run
 //    the same steps in the same order (same calls, same arguments), so they agree on it.
 //  - Any algorithm may follow any other: they all keep the same invariant.
+//  - Small messages may instead go through the low-latency (LL) lines at the start of each half:
+//    every 64-byte line carries 56 payload bytes and the step number, stored after the payload
+//    (release), so a reader polls the line it is about to read and pays one cache-line transfer
+//    instead of two (flag, then data). The LL area is never used for bulk data, so a stale payload
+//    byte can never look like a step number. An LL step publishes the step flag as well.
 
 #include <cstddef>
 #include <cstdint>
@@ -26,12 +31,31 @@ inline constexpr int kShmStepFlag = 8;
 
 /// Bytes a step may move per rank when streaming large messages: small enough that the staging
 /// copies stay in L2/L3 (1 MiB L2 per core, 32 MiB shared L3 here), large enough that the per-step
-/// synchronisation (~1 us) is noise. Measured with /tmp/shm_scratch/bench (see collectives/README).
-inline constexpr std::size_t kStreamChunkBytes = std::size_t{256} << 10;
+/// synchronisation (~1 us) is noise. two_shot, np 2, float32, interleaved with MPI in one run
+/// (collectives/README.md): 512 KiB beat 256 KiB by 4-8 % from 512 KiB to 16 MiB messages
+/// (16 MiB: 3.84 vs 3.99 ms); 128 KiB and 1 MiB were no better.
+inline constexpr std::size_t kStreamChunkBytes = std::size_t{512} << 10;
+
+/// Messages from this size on (bytes of the output) are written with non-temporal stores: they do
+/// not fit the caches anyway, and a plain store would first read each output line from memory.
+/// Measured (two_shot, np 2): 16 MiB 3.45 vs 3.63 ms with them; at 1-4 MiB they cost 5-25 %.
+inline constexpr std::size_t kNonTemporalBytes = std::size_t{8} << 20;
+
+/// Low-latency lines at the start of each half: their bytes, and the payload they carry.
+inline constexpr std::size_t kLLBytes = 4096;
+inline constexpr std::size_t kLLPayload = 56;
+inline constexpr std::size_t kLLMaxBytes = kLLBytes / 64 * kLLPayload;
+
+/// memcpy, or with non-temporal stores when `streaming` (then call store_fence() before the data
+/// is published to another rank, and before returning to the user).
+void copy_out(void* dst, const void* src, std::size_t bytes, bool streaming);
+/// Orders earlier non-temporal stores before later stores (sfence).
+void store_fence();
 
 /// Empty when every rank of the communicator is on this node and shm_fits(); else why not.
 std::string shm_single_node(const CommImpl& comm, const CollArgs& args);
-/// Empty when each half of the segment holds a cache line per local rank plus a header line.
+/// Empty when each half of the segment holds the LL lines, plus a cache line per local rank and a
+/// header line of bulk data.
 std::string shm_fits(const CommImpl& comm);
 
 /// One step at a time through the double-buffered halves of the node's shared segments.
@@ -39,19 +63,31 @@ class ShmSteps {
  public:
   explicit ShmSteps(CommImpl& comm);
 
-  /// Bytes of one half (64-byte multiple).
-  std::size_t half_bytes() const { return half_; }
+  /// Bytes of bulk data in one half (64-byte multiple).
+  std::size_t half_bytes() const { return half_ - kLLBytes; }
   /// Starts the next step: mine() and peer() now refer to its half.
   void begin();
   /// Publishes this step and waits for every local peer to publish it. `what` names the wait in
   /// timeout messages.
   void exchange(const char* what);
-  /// This rank's half of the current step.
-  std::byte* mine() const { return base(comm_.local_rank, step_); }
-  /// Local rank l's half of the current step (read only after exchange()).
-  const std::byte* peer(int l) const { return base(l, step_); }
-  /// This rank's half of the next step: writable once exchange() of this step has returned.
-  std::byte* next_mine() const { return base(comm_.local_rank, step_ + 1); }
+  /// This rank's bulk half of the current step.
+  std::byte* mine() const { return base(comm_.local_rank, step_) + kLLBytes; }
+  /// Local rank l's bulk half of the current step (read only after exchange()).
+  const std::byte* peer(int l) const { return base(l, step_) + kLLBytes; }
+  /// This rank's bulk half of the next step: writable once exchange() of this step has returned.
+  std::byte* next_mine() const { return base(comm_.local_rank, step_ + 1) + kLLBytes; }
+
+  /// LL step: stores `bytes` of src into this rank's LL lines of the current step from line
+  /// `first_line` on (at most kLLBytes / 64 lines in all), each line tagged with the step.
+  void ll_write(const void* src, std::size_t bytes, std::size_t first_line = 0);
+  /// LL step: publishes the step flag after this rank's ll_write()s. No waiting.
+  void ll_publish() const;
+  /// LL step: copies `bytes` from local rank l's LL lines of the current step, from line
+  /// `first_line` on, into dst, waiting for each line's tag (so it waits for l to reach the step).
+  void ll_read(int l, void* dst, std::size_t bytes, const char* what,
+               std::size_t first_line = 0) const;
+  /// LL lines needed for `bytes`.
+  static std::size_t ll_lines(std::size_t bytes) { return (bytes + kLLPayload - 1) / kLLPayload; }
 
   CommImpl& comm() const { return comm_; }
 
@@ -82,9 +118,11 @@ std::size_t stream_chunk_elems(const ShmSteps& steps, std::size_t elem, std::siz
 // and allreduce(hierarchical). The caller has begun the step and written this rank's part.
 
 /// Reduce-scatter step: exchange, then dst[0..count) = reduction over the local ranks, in local
-/// rank order, of the `count` elements at byte offset `off` of their halves.
+/// rank order, of the `count` elements at byte offset `off` of their halves. When `own` is set,
+/// this rank's contribution is read from there instead of its half (it need not stage it); `own`
+/// must not overlap dst.
 void rs_phase(ShmSteps& steps, std::size_t off, std::size_t count, void* dst, DataType dtype,
-              ReduceOp op, const char* what);
+              ReduceOp op, const char* what, const void* own = nullptr);
 
 /// All-gather step: exchange, then copy_out(l, peer(l)) for every local rank l < `owners`, in
 /// order (copy_out reads what rank l wrote into its half).

@@ -22,6 +22,7 @@ void run(CommImpl& comm, const CollArgs& a) {
   const int p = comm.local_size, me = comm.local_rank;
   const std::size_t elem = a.elem();
   const std::size_t chunk = stream_chunk_elems(steps, elem, kStreamChunkBytes, p);
+  const bool streaming = a.bytes() >= kNonTemporalBytes;
   const auto* send = static_cast<const std::byte*>(a.send);
   auto* recv = static_cast<std::byte*>(a.recv);
   for (std::size_t done = 0; done < a.count; done += chunk) {
@@ -29,20 +30,24 @@ void run(CommImpl& comm, const CollArgs& a) {
     const Slices slices(n, p, elem);
     // Reduce-scatter: my slice of the reduced chunk lands where the all-gather step reads it.
     steps.begin();
-    std::memcpy(steps.mine(), send + done * elem, n * elem);
-    rs_phase(steps, slices.begin(me) * elem, slices.size(me),
-             steps.next_mine() + slices.begin(me) * elem, a.dtype, a.op,
-             "allreduce(two_shot) reduce-scatter");
+    // Stage what the others reduce; my own slice is read from send directly.
+    const std::byte* in = send + done * elem;
+    const std::size_t lo = slices.begin(me) * elem, hi = slices.begin(me + 1) * elem;
+    std::memcpy(steps.mine(), in, lo);
+    std::memcpy(steps.mine() + hi, in + hi, n * elem - hi);
+    rs_phase(steps, lo, slices.size(me), steps.next_mine() + lo, a.dtype, a.op,
+             "allreduce(two_shot) reduce-scatter", in + lo);
     // All-gather.
     steps.begin();
     ag_phase(
         steps, p,
         [&](int j, const std::byte* half) {
-          std::memcpy(recv + (done + slices.begin(j)) * elem, half + slices.begin(j) * elem,
-                      slices.size(j) * elem);
+          copy_out(recv + (done + slices.begin(j)) * elem, half + slices.begin(j) * elem,
+                   slices.size(j) * elem, streaming);
         },
         "allreduce(two_shot) all-gather");
   }
+  if (streaming) store_fence();
 }
 
 }  // namespace

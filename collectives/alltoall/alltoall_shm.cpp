@@ -4,6 +4,7 @@
 // All-to-Allv: each step's half starts with a header holding the sender's send and receive counts;
 // after the first exchange every rank checks the whole count matrix, so a mismatch raises the same
 // Error(Mismatch) on every rank and nobody reads garbage or hangs.
+// Small All-to-All (every block in the LL lines) takes one LL step: one line transfer per line.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,6 +28,16 @@ void run(CommImpl& comm, const CollArgs& a) {
   if (!a.in_place) std::memcpy(recv + me * block, send + me * block, block);
   if (p == 1) return;
   ShmSteps steps(comm);
+  const std::size_t lines = ShmSteps::ll_lines(block);
+  if (lines * p <= kLLBytes / 64) {  // small: block q in LL lines [q * lines, (q + 1) * lines)
+    steps.begin();
+    for (int q = 0; q < p; ++q)
+      if (q != me) steps.ll_write(send + q * block, block, q * lines);
+    steps.ll_publish();
+    for (int l = 0; l < p; ++l)
+      if (l != me) steps.ll_read(l, recv + l * block, block, "alltoall(shm)", me * lines);
+    return;
+  }
   const std::size_t piece = stream_chunk_elems(steps, elem, steps.half_bytes(), p) / p;
   const std::size_t slot = piece * elem;
   for (std::size_t off = 0; off < a.count; off += piece) {
