@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 #include "collectives/reduce.hpp"
+#include "tilecomm/env.hpp"
 #include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
@@ -63,15 +65,29 @@ std::string shm_single_node(const CommImpl& comm, const CollArgs&) {
 }
 
 std::string shm_fits(const CommImpl& comm) {
-  const std::size_t need = 2 * (kLLBytes + kLine * static_cast<std::size_t>(comm.local_size + 1));
+  // The largest node decides, so that every rank gives the same answer on uneven nodes.
+  std::size_t most = 1;
+  for (const auto& ranks : comm.node_ranks)
+    most = std::max(most, ranks.size());
+  const std::size_t need = 2 * (kLLBytes + kLine * (most + 1));
   if (comm.shm_bytes < need)
-    return fmt::format("shm_bytes = {} is too small for {} local ranks (needs >= {})",
-                       comm.shm_bytes, comm.local_size, need);
+    return fmt::format("shm_bytes = {} is too small for {} ranks on a node (needs >= {})",
+                       comm.shm_bytes, most, need);
   return {};
 }
 
+namespace {
+// Online CPUs, read once (get_nprocs reads /sys).
+int online_cpus() {
+  static const int n = std::max(1u, std::thread::hardware_concurrency());
+  return n;
+}
+}  // namespace
+
 ShmSteps::ShmSteps(CommImpl& comm)
     : comm_(comm),
+      spin_us_(comm.local_size > online_cpus() ? std::min(env().spin_us, kOversubscribedSpinUs)
+                                               : env().spin_us),
       half_(comm.shm_bytes / 2 / kLine * kLine),
       // Only this rank writes its step flag, so its last published step is simply read back.
       step_(comm.flag(comm.local_rank, kShmStepFlag).load(std::memory_order_relaxed)) {}
@@ -83,7 +99,15 @@ void ShmSteps::begin() {
 void ShmSteps::exchange(const char* what) {
   comm_.post(comm_.local_rank, kShmStepFlag, step_);
   for (int l = 0; l < comm_.local_size; ++l)
-    if (l != comm_.local_rank) comm_.wait_flag(l, kShmStepFlag, step_, what);
+    if (l != comm_.local_rank) {
+      auto f = comm_.flag(l, kShmStepFlag);
+      wait_for([&] { return f.load(std::memory_order_acquire) >= step_; },
+               [&] {
+                 return fmt::format(
+                     "{}: rank {} waited for rank {} (step flag = {}, expected >= {})", what,
+                     comm_.rank, comm_.local_to_world[l], f.load(), step_);
+               });
+    }
 }
 
 void ShmSteps::ll_write(const void* src, std::size_t bytes, std::size_t first_line) {
@@ -111,14 +135,12 @@ void ShmSteps::ll_read(int l, void* dst, std::size_t bytes, const char* what,
   for (std::size_t off = 0; off < bytes; off += kLLPayload, line += kLine) {
     std::atomic_ref<std::uint64_t> tag(*reinterpret_cast<std::uint64_t*>(line + kLLPayload));
     if (tag.load(std::memory_order_acquire) < step_)
-      wait_until([&] { return tag.load(std::memory_order_acquire) >= step_; }, comm_.timeout_s,
-                 [&] {
-                   return fmt::format(
-                       "{}: rank {} waited for rank {} (LL line {} = {}, expected "
-                       ">= {})",
-                       what, comm_.rank, comm_.local_to_world[l], off / kLLPayload, tag.load(),
-                       step_);
-                 });
+      wait_for([&] { return tag.load(std::memory_order_acquire) >= step_; },
+               [&] {
+                 return fmt::format(
+                     "{}: rank {} waited for rank {} (LL line {} = {}, expected >= {})", what,
+                     comm_.rank, comm_.local_to_world[l], off / kLLPayload, tag.load(), step_);
+               });
     if (bytes - off >= kLLPayload) {
       std::memcpy(d + off, line, kLLPayload);
     } else {

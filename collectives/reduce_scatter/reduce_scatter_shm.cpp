@@ -25,9 +25,12 @@ void run(CommImpl& comm, const CollArgs& a) {
   for (std::size_t off = 0; off < a.count; off += piece) {
     const std::size_t n = std::min(piece, a.count - off);
     steps.begin();
+    // My own block is read from send directly, unless in place (it is the output then).
+    const std::byte* own = a.in_place ? nullptr : send + (me * a.count + off) * elem;
     for (int q = 0; q < p; ++q)
-      std::memcpy(steps.mine() + q * slot, send + (q * a.count + off) * elem, n * elem);
-    rs_phase(steps, me * slot, n, recv + off * elem, a.dtype, a.op, "reduce_scatter(shm)");
+      if (q != me || !own)
+        std::memcpy(steps.mine() + q * slot, send + (q * a.count + off) * elem, n * elem);
+    rs_phase(steps, me * slot, n, recv + off * elem, a.dtype, a.op, "reduce_scatter(shm)", own);
   }
 }
 
