@@ -36,7 +36,7 @@ inline constexpr int kShmStepFlag = 8;
 /// Bytes a step may move per rank when streaming large messages: small enough that the staging
 /// copies stay in L2/L3 (1 MiB L2 per core, 32 MiB shared L3 here), large enough that the per-step
 /// synchronisation (~1 us) is noise. two_shot, np 2, float32, interleaved with MPI in one run
-/// (collectives/README.md): 512 KiB beat 256 KiB by 4-8 % from 512 KiB to 16 MiB messages
+/// (/tmp/shm_scratch/bench.cpp): 512 KiB beat 256 KiB by 4-8 % from 512 KiB to 16 MiB messages
 /// (16 MiB: 3.84 vs 3.99 ms); 128 KiB and 1 MiB were no better.
 inline constexpr std::size_t kStreamChunkBytes = std::size_t{512} << 10;
 
