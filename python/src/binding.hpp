@@ -1,0 +1,94 @@
+#pragma once
+// Shared pieces of the Python module: the objects Python holds (communicator, device) and the
+// checks every numpy argument goes through.
+//
+// Array contract (all entry points):
+//  - an argument that must be an array and is not an ndarray raises TypeError;
+//  - a wrong dtype raises TypeError naming the expected and the given dtype (no silent casts);
+//  - a non-C-contiguous or misaligned array raises ValueError (no silent copies);
+//  - an output array must also be writeable, else ValueError;
+//  - a wrong shape or size raises ValueError naming the expected and the given shape.
+// Only integer index/offset arrays of the embedding operator are converted (to int64), because a
+// copy of them is cheap and harmless.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilecomm/tilecomm.hpp"
+
+namespace tilecomm::python {
+
+namespace py = pybind11;
+
+/// A Communicator as Python holds it. Shared by the Python object and every operator context
+/// built on it, so closing the Python object frees the communicator only after its last context.
+/// `mu` serialises calls from several Python threads (the library requires one call at a time).
+/// Destruction is collective; after MPI_Finalize it is skipped (the memory is leaked) instead of
+/// calling MPI.
+struct CommState {
+  std::unique_ptr<Communicator> comm;
+  std::mutex mu;
+  ~CommState();
+};
+
+/// The Python `tilecomm.Communicator`: a handle that close() empties.
+struct PyCommunicator {
+  std::shared_ptr<CommState> state;
+  /// The live state; ValueError when closed.
+  CommState& get() const;
+};
+
+/// The Python `tilecomm.Device`.
+struct PyDevice {
+  std::shared_ptr<Device> device;
+  Device& get() const;
+};
+
+/// True once MPI_Finalize has run: destructors that would call MPI must not run then.
+bool mpi_finalized();
+
+/// `obj` as an ndarray, unconverted. TypeError if it is not one; ValueError if it is not
+/// C-contiguous or aligned, or (when `output`) not writeable. `where` prefixes messages.
+py::array checked_array(py::handle obj, const std::string& where, bool output);
+
+/// The tilecomm element type of an array's dtype; TypeError listing the supported ones.
+DataType data_type_of(const py::array& a, const std::string& where);
+
+/// checked_array() and exactly dtype T (TypeError otherwise).
+template <class T>
+py::array_t<T, py::array::c_style> typed_array(py::handle obj, const std::string& where,
+                                               bool output) {
+  py::array a = checked_array(obj, where, output);
+  if (!py::isinstance<py::array_t<T>>(a))
+    throw py::type_error(where + " must have dtype " + std::string(py::str(py::dtype::of<T>())) +
+                         ", got " + std::string(py::str(a.dtype())));
+  return py::reinterpret_borrow<py::array_t<T, py::array::c_style>>(a);
+}
+
+/// Whether two arrays have equivalent dtypes (numpy's PyArray_EquivTypes).
+inline bool same_dtype(const py::array& a, const py::array& b) {
+  return py::detail::npy_api::get().PyArray_EquivTypes_(a.dtype().ptr(), b.dtype().ptr());
+}
+
+/// ValueError unless `a` has exactly `shape`.
+void require_shape(const py::array& a, const std::vector<std::size_t>& shape,
+                   const std::string& where);
+/// "(2, 3)".
+std::string shape_string(const std::vector<std::size_t>& shape);
+std::vector<std::size_t> shape_of(const py::array& a);
+/// Whether the memory of two (C-contiguous) arrays overlaps.
+bool overlaps(const py::array& a, const py::array& b);
+/// A sequence of non-negative integers (list, tuple or 1-D integer array); ValueError otherwise.
+std::vector<std::size_t> counts_from(py::handle obj, const std::string& where);
+
+/// Module parts, defined in collectives.cpp and ops.cpp.
+void bind_collectives(py::module_& m);
+void bind_ops(py::module_& m);
+
+}  // namespace tilecomm::python

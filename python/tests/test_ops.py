@@ -1,0 +1,241 @@
+"""The three operator contexts, every mode, against numpy references computed from
+deterministic small-integer inputs of every rank (bitwise equal); argument errors."""
+import numpy as np
+import pytest
+
+import tilecomm
+from conftest import MODES, small_ints
+
+
+# ---- GemvAllReduce: y = sum_r W_r x_r ----
+
+def gemv_inputs(r, m):
+    k = 5 + 3 * r  # K_r differs per rank
+    return small_ints((m, k), seed=100 + r), small_ints(k, seed=200 + r)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("m,tile", [(64, 0), (301, 16)])
+def test_gemv_allreduce(comm, device, mode, m, tile):
+    ref = sum(w @ x for w, x in (gemv_inputs(r, m) for r in range(comm.size)))
+    w, x = gemv_inputs(comm.rank, m)
+    with tilecomm.GemvAllReduce(comm, device, m, w.shape[1], tile=tile) as op:
+        assert (op.m, op.k_local) == (m, w.shape[1])
+        y = op.run(w, x, mode=mode)
+        assert y.dtype == np.float32 and y.shape == (m,)
+        np.testing.assert_array_equal(y, ref)
+        given = np.full(m, -5, np.float32)
+        assert op.run(w, x, given, mode) is given
+        np.testing.assert_array_equal(given, ref)
+
+
+def test_gemv_errors(comm, device):
+    m = 16
+    w, x = gemv_inputs(comm.rank, m)
+    k = w.shape[1]
+    with tilecomm.GemvAllReduce(comm, device, m, k) as op:
+        with pytest.raises(TypeError, match="w must have dtype float32, got float64"):
+            op.run(w.astype(np.float64), x)
+        with pytest.raises(TypeError, match="numpy.ndarray"):
+            op.run(w, x.tolist())
+        with pytest.raises(ValueError, match=r"w must have shape \(16, %d\), got \(%d, 16\)" % (k, k)):
+            op.run(np.ascontiguousarray(w.T).reshape(k, m), x)
+        with pytest.raises(ValueError, match="C-contiguous"):
+            op.run(np.asfortranarray(w), x)
+        with pytest.raises(ValueError, match=r"x must have shape"):
+            op.run(w, x[:-1].copy())
+        with pytest.raises(TypeError, match="y must have dtype float32"):
+            op.run(w, x, np.zeros(m, np.float64))
+        with pytest.raises(ValueError, match=r"y must have shape \(16,\)"):
+            op.run(w, x, np.zeros(m + 1, np.float32))
+        ro = np.zeros(m, np.float32)
+        ro.flags.writeable = False
+        with pytest.raises(ValueError, match="writeable"):
+            op.run(w, x, ro)
+        big = np.zeros(m * k + m, np.float32)
+        with pytest.raises(ValueError, match="overlaps"):
+            op.run(big[: m * k].reshape(m, k), x, big[m * k - 1: m * k - 1 + m])
+        with pytest.raises(tilecomm.Error, match="not one of") as e:
+            op.run(w, x, mode="overlapped")
+        assert e.value.code == "InvalidArgument"
+        # still usable after all that
+        np.testing.assert_array_equal(
+            op.run(w, x), sum(a @ b for a, b in (gemv_inputs(r, m) for r in range(comm.size))))
+    with pytest.raises(ValueError, match="GemvAllReduce is closed"):
+        op.run(w, x)
+
+
+def test_gemv_shape_mismatch_raises_on_every_rank(comm, device):
+    if comm.size == 1:
+        pytest.skip("needs two ranks")
+    with pytest.raises(tilecomm.Error) as e:
+        tilecomm.GemvAllReduce(comm, device, 8 + comm.rank, 4)
+    assert e.value.code == "Mismatch"
+
+
+# ---- EmbeddingAllToAll ----
+
+def tables_of(r):
+    return 1 + r % 2
+
+
+def make_table(gt, dim, batch, call):
+    """Global table gt: weights, CSR bags over the whole batch (empty bags too), and per-sample
+    weights on odd tables. The same on every rank."""
+    rows = 20 + 13 * gt
+    rng = np.random.default_rng(1000 * gt + call)
+    w = small_ints((rows, dim), seed=7 * gt + call)
+    sizes = rng.integers(0, 5, size=batch)
+    off = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    idx = rng.integers(0, rows, size=int(off[-1])).astype(np.int64)
+    pw = small_ints(idx.size, seed=gt + 99, r=1) if gt % 2 else None
+    return w, idx, off, pw
+
+
+def pooled(table, b, pooling):
+    w, idx, off, pw = table
+    lo, hi = off[b], off[b + 1]
+    rows = w[idx[lo:hi]]
+    if pw is not None:
+        rows = rows * pw[lo:hi, None]
+    acc = rows.sum(axis=0, dtype=np.float32) if hi > lo else np.zeros(w.shape[1], np.float32)
+    if pooling == "mean" and hi > lo:
+        acc = acc / np.float32(hi - lo)
+    return acc
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pooling", ["sum", "mean"])
+def test_embedding_alltoall(comm, device, mode, pooling):
+    p, me = comm.size, comm.rank
+    dim, batch = 24, 37  # batch not a multiple of the ranks
+    first = sum(tables_of(r) for r in range(me))
+    total = sum(tables_of(r) for r in range(p))
+    mine = range(first, first + tables_of(me))
+    rows = [20 + 13 * gt for gt in mine]
+    with tilecomm.EmbeddingAllToAll(comm, device, rows, dim, batch, pooling, tile=4) as op:
+        assert (op.num_tables, op.first_table, op.dim) == (total, first, dim)
+        assert op.table_rows == rows
+        for call in range(2):
+            all_tables = [make_table(gt, dim, batch, call) for gt in range(total)]
+            lb, b0 = op.local_batch, op.batch_begin
+            ref = np.zeros((lb, total, dim), np.float32)
+            for b in range(lb):
+                for gt in range(total):
+                    ref[b, gt] = pooled(all_tables[gt], b0 + b, pooling)
+            t = [all_tables[gt] for gt in mine]
+            # indices of the first table as int32 and offsets as a list: converted to int64
+            indices = [t[0][1].astype(np.int32)] + [x[1] for x in t[1:]]
+            offsets = [t[0][2].tolist()] + [x[2] for x in t[1:]]
+            out = op.run([x[0] for x in t], indices, offsets, [x[3] for x in t], mode=mode)
+            assert out.shape == (lb, total, dim)
+            np.testing.assert_array_equal(out, ref, err_msg=f"call {call}")
+
+
+def test_embedding_errors(comm, device):
+    dim, batch = 8, 10
+    rows = [20] * tables_of(comm.rank)
+    tabs = [small_ints((20, dim), seed=i) for i in range(len(rows))]
+    off = [np.arange(batch + 1, dtype=np.int64) for _ in rows]
+    idx = [np.arange(batch, dtype=np.int64) for _ in rows]
+    with pytest.raises(ValueError, match="pooling 'max'"):
+        tilecomm.EmbeddingAllToAll(comm, device, rows, dim, batch, "max")
+    with tilecomm.EmbeddingAllToAll(comm, device, rows, dim, batch) as op:
+        with pytest.raises(ValueError, match="tables must have %d entries" % len(rows)):
+            op.run(tabs + tabs, idx, off)
+        with pytest.raises(ValueError, match=r"tables\[0\] must have shape \(20, 8\)"):
+            op.run([t[:10].copy() for t in tabs], idx, off)
+        with pytest.raises(TypeError, match=r"tables\[0\] must have dtype float32"):
+            op.run([t.astype(np.float64) for t in tabs], idx, off)
+        with pytest.raises(TypeError, match=r"indices\[0\] must have an integer dtype"):
+            op.run(tabs, [i.astype(np.float32) for i in idx], off)
+        with pytest.raises(ValueError, match=r"weights\[0\] must have shape \(10,\)"):
+            op.run(tabs, idx, off, [np.ones(3, np.float32) for _ in rows])
+        with pytest.raises(ValueError, match=r"out must have shape"):
+            op.run(tabs, idx, off, out=np.zeros((1, 1, 1), np.float32))
+        with pytest.raises(ValueError, match="out overlaps"):
+            op.run(tabs, idx, off, out=tabs[0].reshape(-1)[: op.local_batch * op.num_tables * dim]
+                   .reshape(op.local_batch, op.num_tables, dim))
+        # out-of-range index: found by the library, raised on every rank
+        bad = [i.copy() for i in idx]
+        bad[0][3] = 20
+        with pytest.raises(tilecomm.Error) as e:
+            op.run(tabs, bad, off)
+        assert e.value.code == "InvalidArgument"
+
+
+# ---- GemmAllToAll ----
+
+def experts_of(r):
+    return 1 + r % 2
+
+
+def gemm_weight(g, k, n):
+    return small_ints((k, n), seed=500 + g)
+
+
+def gemm_rows(s, g, call, k):
+    """Rows source rank s routes to global expert g in this call (uneven, with zeros)."""
+    cnt = ((s * 7 + g * 13 + call * 5) % 23) * ((g + s + call) % 4 != 0)
+    return small_ints((cnt, k), seed=10000 * s + 100 * g + call)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("k,n,tile", [(24, 40, 0), (16, 33, 5)])
+def test_gemm_alltoall(comm, device, mode, k, n, tile):
+    p, me = comm.size, comm.rank
+    first = [sum(experts_of(r) for r in range(q)) for q in range(p + 1)]
+    G = first[p]
+    ne = experts_of(me)
+    weights = [gemm_weight(first[me] + e, k, n) for e in range(ne)]
+    with tilecomm.GemmAllToAll(comm, device, ne, k, n, 2000, 2000, tile=tile) as op:
+        assert (op.num_experts, op.first_expert, op.local_experts) == (G, first[me], ne)
+        assert (op.k, op.n) == (k, n)
+        for call in range(2):
+            recv_counts, xs = [], []
+            for e in range(ne):
+                for s in range(p):
+                    rows = gemm_rows(s, first[me] + e, call, k)
+                    recv_counts.append(rows.shape[0])
+                    xs.append(rows)
+            x = np.concatenate(xs).astype(np.float32).reshape(-1, k)
+            mine = [gemm_rows(me, g, call, k) for g in range(G)]
+            send_counts = [r.shape[0] for r in mine]
+            ref = np.concatenate([r @ gemm_weight(g, k, n) for g, r in enumerate(mine)])
+            y = op.run(weights, x, recv_counts, send_counts, mode=mode)
+            assert y.shape == (sum(send_counts), n)
+            np.testing.assert_array_equal(y, ref, err_msg=f"call {call}")
+
+
+def test_gemm_errors(comm, device):
+    p, me = comm.size, comm.rank
+    ne, k, n = experts_of(me), 4, 6
+    G = sum(experts_of(r) for r in range(p))
+    w = [np.ones((k, n), np.float32) for _ in range(ne)]
+    recv, send = [1] * (ne * p), [1] * G
+    x = np.ones((ne * p, k), np.float32)
+    with tilecomm.GemmAllToAll(comm, device, ne, k, n, 100, 100) as op:
+        with pytest.raises(ValueError, match=r"x must have shape \(%d, 4\)" % (ne * p)):
+            op.run(w, x[:-1], recv, send)
+        with pytest.raises(ValueError, match="C-contiguous"):
+            op.run([np.ones((n, k), np.float32).T for _ in range(ne)], x, recv, send)
+        with pytest.raises(TypeError, match="dtype float32"):
+            op.run([a.astype(np.int32) for a in w], x, recv, send)
+        with pytest.raises(ValueError, match="weights must have %d entries" % ne):
+            op.run(w + w, x, recv, send)
+        big = np.ones(ne * p * k + G * n, np.float32)
+        xv = big[: ne * p * k].reshape(ne * p, k)
+        with pytest.raises(ValueError, match="y overlaps"):
+            op.run(w, xv, recv, send, y=big[ne * p * k - 1: -1].reshape(G, n))
+        with pytest.raises(ValueError, match="must not be negative"):
+            op.run(w, x, recv, [-1] * G)
+        y = op.run(w, x, recv, send)
+        np.testing.assert_array_equal(y, np.full((G, n), k, np.float32))
+        if p > 1:
+            # rank 0 routes one row more to the last expert than its owner expects: Mismatch
+            bad = list(send)
+            if me == 0:
+                bad[-1] = 2
+            with pytest.raises(tilecomm.Error) as e:
+                op.run(w, x, recv, bad)
+            assert e.value.code == "Mismatch"
