@@ -219,6 +219,7 @@ CommState::~CommState() {
 
 CommState& PyCommunicator::get() const {
   if (!state) throw py::value_error("tilecomm.Communicator is closed");
+  if (mpi_finalized()) throw py::value_error("tilecomm.Communicator: MPI is already finalised");
   return *state;
 }
 

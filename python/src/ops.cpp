@@ -50,6 +50,7 @@ struct PyOp {
   }
   Op& get() const {
     if (!op) throw py::value_error("tilecomm." + name + " is closed");
+    if (mpi_finalized()) throw py::value_error("tilecomm." + name + ": MPI is already finalised");
     return *op;
   }
   /// Builds the op (collective) with the GIL released, one call at a time on the communicator.
