@@ -3,6 +3,7 @@
 #include "collectives/comm_impl.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -79,6 +80,15 @@ CommImpl::CommImpl(MPI_Comm user, const CommConfig& config) {
   mpi_check(MPI_Comm_split(comm, local_rank, node, &cross_comm), "MPI_Comm_split(cross)");
   MPI_Comm_set_errhandler(cross_comm, MPI_ERRORS_RETURN);
 
+  // Verify mode: on everywhere when any rank asks (a rank that skipped the exchange would hang).
+  int want_check = config.check >= 0 ? (config.check > 0 ? 1 : 0) : (e.check ? 1 : 0);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &want_check, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
+  check = want_check != 0;
+  if (check) {
+    mpi_check(MPI_Comm_dup(comm, &check_comm), "MPI_Comm_dup(check)");
+    MPI_Comm_set_errhandler(check_comm, MPI_ERRORS_RETURN);
+  }
+
   // The symmetric segment.
   MPI_Info info;
   MPI_Info_create(&info);
@@ -109,6 +119,7 @@ CommImpl::~CommImpl() {
   queue_cv.notify_all();
   if (progress.joinable()) progress.join();
   if (win != MPI_WIN_NULL) MPI_Win_free(&win);
+  if (check_comm != MPI_COMM_NULL) MPI_Comm_free(&check_comm);
   if (cross_comm != MPI_COMM_NULL) MPI_Comm_free(&cross_comm);
   if (node_comm != MPI_COMM_NULL) MPI_Comm_free(&node_comm);
   if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
@@ -130,17 +141,30 @@ void CommImpl::node_barrier() {
     if (l != local_rank) wait_flag(l, kBarrierFlag, e, "node barrier");
 }
 
-void CommImpl::wait_all(MPI_Request* reqs, int n, const char* what) const {
+void CommImpl::wait_all(MPI_Request* reqs, int n, const char* what,
+                        std::initializer_list<int> peers) const {
   if (n == 0) return;
-  int done = 0;
-  std::string failure;
+  std::vector<int> idx(n);
+  auto pending = [&] {
+    return static_cast<int>(
+        std::count_if(reqs, reqs + n, [](MPI_Request r) { return r != MPI_REQUEST_NULL; }));
+  };
   wait_until(
       [&] {
-        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        int outcount = 0;  // completed requests become MPI_REQUEST_NULL
+        int rc = MPI_Testsome(n, reqs, &outcount, idx.data(), MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) mpi_check(rc, what);
-        return done != 0;
+        return outcount == MPI_UNDEFINED || pending() == 0;
       },
-      timeout_s, [&] { return fmt::format("{}: rank {}: MPI requests did not complete", what, rank); });
+      timeout_s,
+      [&] {
+        const std::string who =
+            peers.size() == 0 ? std::string("peers not recorded by the caller")
+                              : fmt::format("waiting for peer rank{} {}",
+                                            peers.size() == 1 ? "" : "s", fmt::join(peers, ", "));
+        return fmt::format("{}: rank {}: {} of {} MPI requests did not complete ({})", what, rank,
+                           pending(), n, who);
+      });
 }
 
 // ---------------------------------------------------------------- execution order
@@ -218,7 +242,7 @@ void Communicator::barrier() {
     if (impl_->num_nodes > 1 && impl_->local_rank == 0) {
       MPI_Request r;
       detail::mpi_check(MPI_Ibarrier(impl_->cross_comm, &r), "MPI_Ibarrier");
-      impl_->wait_all(&r, 1, "barrier");
+      impl_->wait_all(&r, 1, "barrier (MPI_Ibarrier over node leaders)");
     }
     impl_->node_barrier();
   });

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -73,10 +74,23 @@ struct CommImpl {
   /// derive flag values from it so flags never need resetting.
   std::uint64_t seq = 0;
 
+  // ---- verify mode (collectives/check.hpp) ---------------------------------------------------
+  /// Fingerprint every call across ranks before running it (CommConfig::check / TILECOMM_CHECK).
+  bool check = false;
+  /// Private duplicate of `comm` carrying only fingerprints (MPI_COMM_NULL when check is off).
+  MPI_Comm check_comm = MPI_COMM_NULL;
+  /// Calls checked so far (same on every rank while they agree); counted on the calling thread.
+  std::uint64_t check_seq = 0;
+  /// Send buffer of the last fingerprint: 64 bytes that outlive a timed-out exchange.
+  alignas(64) std::byte check_sendbuf[64] = {};
+
   // ---- MPI point-to-point ----------------------------------------------------------------------
-  /// Completes all requests, polling with backoff; on timeout cancels nothing and throws naming
-  /// `what`. Null requests are ignored.
-  void wait_all(MPI_Request* reqs, int n, const char* what) const;
+  /// Completes all requests, polling with backoff; on timeout cancels nothing and throws
+  /// Error(Timeout) naming `what`, this rank, how many requests are still pending and `peers` (the
+  /// ranks these requests talk to; callers that pass none get "peers not recorded"). Null
+  /// requests are ignored.
+  void wait_all(MPI_Request* reqs, int n, const char* what,
+                std::initializer_list<int> peers = {}) const;
 
   /// Private staging memory of the MPI point-to-point algorithms (collectives/p2p_common.hpp):
   /// grown lazily, never beyond shm_bytes, reused by every call (calls are serialized).

@@ -24,6 +24,11 @@ struct CommConfig {
   int node_size = -1;
   /// Deadline of every wait inside collectives, seconds (TILECOMM_TIMEOUT_S). < 0: environment.
   double timeout_s = -1.0;
+  /// Verify mode (TILECOMM_CHECK): before each collective or operator call, compare a fingerprint
+  /// of it (operation, dtype, op, counts/shape, algorithm/mode as requested, call number) across
+  /// ranks and raise Error(Mismatch) on every rank on any difference (docs/failure.md).
+  /// 1: on; 0: off; -1: environment. On for every rank when any rank asks for it.
+  int check = -1;
 };
 
 /// A group of ranks that run collectives together. Built collectively from an MPI communicator,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/check.hpp"
 #include "ops/common/op_util.hpp"
 #include "ops/embedding_alltoall/embedding_alltoall_impl.hpp"
 #include "tilecomm/collectives.hpp"
@@ -212,6 +213,8 @@ EmbeddingAllToAll::~EmbeddingAllToAll() = default;
 
 void EmbeddingAllToAll::run(std::span<const float* const> tables, std::span<const EmbeddingBags> bags,
                             float* out, Mode mode) {
+  detail::check_op_call(impl_->comm, detail::CallKind::EmbeddingAllToAll,
+                        {impl_->dim, impl_->batch, impl_->first_tab.back()}, to_string(mode));
   impl_->check_args(tables, bags, out);
   switch (mode) {
     case Mode::Sequential: return impl_->run_sequential(tables, bags, out);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "collectives/check.hpp"
 #include "ops/common/op_util.hpp"
 #include "ops/gemm_alltoall/gemm_alltoall_impl.hpp"
 #include "tilecomm/collectives.hpp"
@@ -232,6 +233,8 @@ GemmAllToAll::~GemmAllToAll() = default;
 void GemmAllToAll::run(std::span<const float* const> weights, const float* x,
                        std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
                        float* y, Mode mode) {
+  detail::check_op_call(impl_->comm, detail::CallKind::GemmAllToAll,
+                        {impl_->k, impl_->n, impl_->first_exp.back()}, to_string(mode));
   impl_->prepare(weights, x, recv_counts, send_counts, y);
   switch (mode) {
     case Mode::Sequential: return impl_->run_sequential(weights, x, y);

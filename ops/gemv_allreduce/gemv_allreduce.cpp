@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "collectives/check.hpp"
 #include "ops/common/op_util.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_impl.hpp"
 #include "tilecomm/collectives.hpp"
@@ -115,6 +116,8 @@ GemvAllReduce::GemvAllReduce(Communicator& comm, Device& device, std::size_t m, 
 GemvAllReduce::~GemvAllReduce() = default;
 
 void GemvAllReduce::run(const float* w, const float* x, float* y, Mode mode) {
+  detail::check_op_call(impl_->comm, detail::CallKind::GemvAllReduce, {impl_->m, impl_->tile},
+                        to_string(mode));
   impl_->check_args(w, x, y);
   if (impl_->m == 0) return;  // every rank has the same m: nothing to do anywhere
   switch (mode) {
