@@ -41,7 +41,10 @@ DeviceImpl::DeviceImpl(Device* owner_, RuntimeConfig config)
                 "RuntimeConfig.num_cus = 0 and the affinity mask has no cores: zero CUs");
   cfg.num_cus = num_cus;
   slots = cfg.wg_slots_per_cu;
-  pinned = cfg.pin_threads && cpus.size() >= static_cast<std::size_t>(num_cus);
+  // Pin only when the CUs cover the mask exactly, i.e. the launcher gave this process these cores.
+  // With fewer CUs than cores (e.g. several ranks sharing an unbound mask, each asking for part of
+  // it) every rank would pin CU 0 to the same first core; the OS balances better than that.
+  pinned = cfg.pin_threads && cpus.size() == static_cast<std::size_t>(num_cus);
 
   cus.resize(num_cus);
   for (int c = 0; c < num_cus; ++c) {

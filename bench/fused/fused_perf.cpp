@@ -113,9 +113,10 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shap
     MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
     if (comm.rank() == 0) {
       nlohmann::json merged = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ns"}};
-      for (int r = 0; r < comm.size(); ++r)
-        for (auto& e : nlohmann::json::parse(all.substr(displs[r], lens[r]))["traceEvents"])
-          merged["traceEvents"].push_back(e);
+      for (int r = 0; r < comm.size(); ++r) {
+        const nlohmann::json part = nlohmann::json::parse(all.substr(displs[r], lens[r]));
+        for (const auto& e : part["traceEvents"]) merged["traceEvents"].push_back(e);
+      }
       std::ofstream(o.trace) << merged.dump() << '\n';
     }
   }

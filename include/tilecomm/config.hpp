@@ -15,7 +15,8 @@ struct RuntimeConfig {
   int wg_slots_per_cu = 2;
   /// LDS (shared scratch) capacity of each CU in bytes; a WG is placed only where its request fits.
   std::size_t lds_bytes_per_cu = 64 << 10;
-  /// Pin CU threads to distinct cores when the affinity mask has at least num_cus cores.
+  /// Pin CU i's threads to the i-th core of the affinity mask when the mask has exactly num_cus
+  /// cores (the default num_cus); with fewer CUs than cores, threads are left to the OS.
   bool pin_threads = true;
   /// Record a timeline of every workgroup and user mark (see Device::trace()).
   bool trace = false;

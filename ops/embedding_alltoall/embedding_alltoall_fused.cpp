@@ -79,7 +79,7 @@ void EmbeddingAllToAllImpl::run_fused(std::span<const float* const> tables,
     std::size_t sends = 0;
     for (const EmbTile& k : tiles) sends += comm.on_node(k.q) ? 0 : 1;
     proxy->expect_sends(sends);
-    comm_stream.launch({"embedding.proxy", {1, 1}, 0}, [this](const WorkgroupContext& wg) { proxy->run(wg); });
+    proxy->launch(comm_stream, "embedding.proxy");
   }
 
   std::vector<std::size_t> order(tiles.size() + arrivals.size());
@@ -101,7 +101,7 @@ void EmbeddingAllToAllImpl::run_fused(std::span<const float* const> tables,
       } else {
         float* st = staging.data() + stage_off[k.q] + (k.t * lb(k.q) + k.b0) * dim;
         pool(tables[k.t], bags[k.t], g0, g1, st, dim);
-        proxy->send(st, static_cast<int>((k.b1 - k.b0) * dim), MPI_FLOAT, k.q, static_cast<int>(flag_of(gt, k.b0)));
+        proxy->send(wg, st, static_cast<int>((k.b1 - k.b0) * dim), MPI_FLOAT, k.q, static_cast<int>(flag_of(gt, k.b0)));
         wg.mark("tile handed to proxy", static_cast<std::int64_t>(task), k.q, bytes);
       }
       return;

@@ -70,7 +70,7 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
     std::size_t sends = 0;
     for (const GemmTile& t : tiles) sends += comm.on_node(t.s) ? 0 : 1;
     proxy->expect_sends(sends);
-    comm_stream.launch({"moe.proxy", {1, 1}, 0}, [this](const WorkgroupContext& wg) { proxy->run(wg); });
+    proxy->launch(comm_stream, "moe.proxy");
   }
 
   std::vector<std::size_t> order(tiles.size() + arrivals.size());
@@ -92,7 +92,7 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
       } else {
         float* st = staging.data() + (route.xoff[t.e * p + t.s] + t.r0) * n + t.c0;
         gemm_tile(weights, x, t, st, n);
-        proxy->send(st, 1, block_type(t.r1 - t.r0, t.c1 - t.c0), t.s, static_cast<int>(flag_of(g, t.r0, t.c0)));
+        proxy->send(wg, st, 1, block_type(t.r1 - t.r0, t.c1 - t.c0), t.s, static_cast<int>(flag_of(g, t.r0, t.c0)));
         wg.mark("tile handed to proxy", static_cast<std::int64_t>(task), t.s, bytes);
       }
       return;

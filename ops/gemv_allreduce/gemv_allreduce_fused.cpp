@@ -103,7 +103,7 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
       }
     }
     proxy->expect_sends(sends);
-    comm_stream.launch({"gemv.proxy", {1, 1}, 0}, [this](const WorkgroupContext& wg) { proxy->run(wg); });
+    proxy->launch(comm_stream, "gemv.proxy");
   }
 
   const double timeout = comm.timeout_s;
@@ -120,7 +120,7 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
         wg.mark("tile stored", static_cast<std::int64_t>(b), o, static_cast<std::int64_t>(n * 4));
       } else {
         gemv_tile(w, x, staging.data() + r0, b);
-        proxy->send(staging.data() + r0, static_cast<int>(n), MPI_FLOAT, o, kPartialTag + static_cast<int>(b));
+        proxy->send(wg, staging.data() + r0, static_cast<int>(n), MPI_FLOAT, o, kPartialTag + static_cast<int>(b));
         wg.mark("tile handed to proxy", static_cast<std::int64_t>(b), o, static_cast<std::int64_t>(n * 4));
       }
     } else if (kind == Kind::Reduce) {
@@ -137,7 +137,7 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
       reduced_flags[my_local].signal(b, e);
       if (remote)
         for (int q = 0; q < p; ++q)
-          if (!comm.on_node(q)) proxy->send(red, static_cast<int>(n), MPI_FLOAT, q, static_cast<int>(nb + b));
+          if (!comm.on_node(q)) proxy->send(wg, red, static_cast<int>(n), MPI_FLOAT, q, static_cast<int>(nb + b));
       std::memcpy(y + r0, red, n * sizeof(float));
       wg.mark("block reduced", static_cast<std::int64_t>(b), me);
     } else if (comm.on_node(o)) {

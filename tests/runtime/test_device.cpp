@@ -27,6 +27,23 @@ TEST(Device, ReportsItsShape) {
   EXPECT_EQ(d.default_stream().priority(), Stream::kNormal);
 }
 
+TEST(Device, PinsOnlyWhenCusCoverTheMask) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  RuntimeConfig c = config(CPU_COUNT(&set), 1);
+  c.pin_threads = true;
+  EXPECT_TRUE(Device(c).pinned());
+  if (CPU_COUNT(&set) > 1) {
+    // Two ranks on an unbound 2-core mask asking for 1 CU each must not both land on core 0.
+    c.num_cus = CPU_COUNT(&set) - 1;
+    EXPECT_FALSE(Device(c).pinned());
+  }
+  c.num_cus = CPU_COUNT(&set);
+  c.pin_threads = false;
+  EXPECT_FALSE(Device(c).pinned());
+}
+
 TEST(Device, ZeroCusMeansCoresInMask) {
   cpu_set_t set;
   CPU_ZERO(&set);
