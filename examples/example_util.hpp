@@ -1,0 +1,86 @@
+#pragma once
+// What examples 01-03 share: the --mode flag, timing on the slowest rank, medians, and a count of
+// elements that differ from the sequential result. Nothing here is tilecomm API; it is the harness
+// around it, kept apart so each example reads as the use of one operator.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "tilecomm/ops.hpp"
+
+namespace examples {
+
+/// The modes an example runs for `--mode NAME` ("all" or one mode). Sequential always comes first:
+/// it is the reference every other mode is compared with, so it runs even when not asked for.
+inline std::vector<tilecomm::Mode> modes_to_run(const std::string& flag) {
+  using tilecomm::Mode;
+  if (flag == "all") return {Mode::Sequential, Mode::Shaped, Mode::Fused};
+  const Mode m = tilecomm::parse_mode(flag);  // throws Error(InvalidArgument) listing the names
+  if (m == Mode::Sequential) return {Mode::Sequential};
+  return {Mode::Sequential, m};
+}
+
+/// `modes` rotated left by `step`: each mode takes its turn at running first. The first call after
+/// host-side work (building inputs, checking results) pays for waking the device's idle workers
+/// and for cold caches; rotating spreads that cost over all modes instead of charging one.
+inline std::vector<tilecomm::Mode> in_turn(std::vector<tilecomm::Mode> modes, int step) {
+  std::rotate(modes.begin(), modes.begin() + step % static_cast<int>(modes.size()), modes.end());
+  return modes;
+}
+
+/// True when `m` was asked for (so it appears in the report).
+inline bool reported(const std::string& flag, tilecomm::Mode m) {
+  return flag == "all" || tilecomm::parse_mode(flag) == m;
+}
+
+/// Wall time of fn() in milliseconds as seen by the slowest rank: all ranks start together (a
+/// barrier), and the maximum over ranks is returned on every rank. Collective.
+template <class Fn>
+double timed_ms(Fn&& fn) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  fn();
+  double ms = (MPI_Wtime() - t0) * 1e3;
+  MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return ms;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Elements of `got` that are not bitwise equal to `want` (sizes must match; a size difference
+/// counts every element as wrong).
+inline long long count_wrong(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return static_cast<long long>(std::max(got.size(), want.size()));
+  long long wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    wrong += got[i] != want[i];
+  return wrong;
+}
+
+/// Sum of a count over all ranks (so rank 0 can report a job-wide number). Collective.
+inline long long sum_over_ranks(long long v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+/// One line per mode: median time and speed-up over sequential. Call on rank 0.
+inline void print_times(const std::string& what, const std::string& mode_flag,
+                        const std::vector<double> (&ms)[3]) {
+  using tilecomm::Mode;
+  const double seq = median(ms[0]);
+  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused}) {
+    if (!reported(mode_flag, m)) continue;
+    const double t = median(ms[static_cast<int>(m)]);
+    fmt::print("  {:<10} {} median {:8.3f} ms  (x{:.2f} vs sequential, {} samples)\n",
+               tilecomm::to_string(m), what, t, t > 0 ? seq / t : 0.0, ms[int(m)].size());
+  }
+}
+
+}  // namespace examples
