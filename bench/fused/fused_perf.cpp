@@ -71,11 +71,16 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shap
   std::vector<Mode> modes;
   for (const auto& m : o.modes) modes.push_back(parse_mode(m));
   std::vector<double> tc, tm, tmode[3];
+  // Variants take turns going first, so none always pays for waking an idle device.
+  const int variants = 2 + static_cast<int>(modes.size());
   for (int it = -o.warmup; it < o.iters; ++it) {
-    const double c = timed([&] { bench->compute_only(); });
-    const double m = timed([&] { bench->collective_only(); });
-    double t[3];
-    for (Mode mode : modes) t[int(mode)] = timed([&] { bench->run(mode); });
+    double c = 0, m = 0, t[3] = {0, 0, 0};
+    for (int j = 0; j < variants; ++j) {
+      const int v = (j + it + o.warmup) % variants;
+      if (v == 0) c = timed([&] { bench->compute_only(); });
+      else if (v == 1) m = timed([&] { bench->collective_only(); });
+      else t[int(modes[v - 2])] = timed([&] { bench->run(modes[v - 2]); });
+    }
     if (it < 0) continue;
     tc.push_back(c);
     tm.push_back(m);
