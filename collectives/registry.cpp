@@ -94,7 +94,7 @@ const Algorithm& choose_algorithm(const CommImpl& comm, const CollArgs& args,
   std::string valid;
   for (const Algorithm* a : algorithms_of(args.coll)) valid += std::string(valid.empty() ? "" : ", ") + a->name;
   throw Error(ErrorCode::InvalidArgument,
-              fmt::format("{} = '{}' is not a {} algorithm; valid: auto, {}", source, forced,
+              fmt::format("{} = '{}' is not a known {} algorithm; valid: auto, {}", source, forced,
                           to_string(args.coll), valid));
 }
 
