@@ -33,7 +33,8 @@ MPI_Datatype GemmAllToAllImpl::block_type(std::size_t rows, std::size_t cols) {
   auto it = types.find({rows, cols});
   if (it != types.end()) return it->second;
   MPI_Datatype t;
-  mpi_check(MPI_Type_vector(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(n), MPI_FLOAT, &t),
+  mpi_check(MPI_Type_vector(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(n),
+                            MPI_FLOAT, &t),
             "MPI_Type_vector");
   mpi_check(MPI_Type_commit(&t), "MPI_Type_commit");
   types.emplace(std::make_pair(rows, cols), t);
@@ -65,16 +66,23 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
     proxy->reset();
     for (const Arrival& a : arrivals)
       if (!comm.on_node(a.o))
-        proxy->expect_recv(y + (yoff(me, a.g) + a.r0) * n + a.c0, 1, block_type(a.r1 - a.r0, a.c1 - a.c0), a.o,
-                           static_cast<int>(flag_of(a.g, a.r0, a.c0)), &flags[my_local], flag_of(a.g, a.r0, a.c0), e);
+        proxy->expect_recv(y + (yoff(me, a.g) + a.r0) * n + a.c0, 1,
+                           block_type(a.r1 - a.r0, a.c1 - a.c0), a.o,
+                           static_cast<int>(flag_of(a.g, a.r0, a.c0)), &flags[my_local],
+                           flag_of(a.g, a.r0, a.c0), e);
     std::size_t sends = 0;
-    for (const GemmTile& t : tiles) sends += comm.on_node(t.s) ? 0 : 1;
+    for (const GemmTile& t : tiles)
+      if (!comm.on_node(t.s)) {
+        block_type(t.r1 - t.r0, t.c1 - t.c0);  // create every send type here: WGs only look up
+        ++sends;
+      }
     proxy->expect_sends(sends);
     proxy->launch(comm_stream, "moe.proxy");
   }
 
   std::vector<std::size_t> order(tiles.size() + arrivals.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
   const double timeout = comm.timeout_s;
   auto body = [&, e](const WorkgroupContext& wg, std::size_t task) {
     if (task < tiles.size()) {
@@ -92,7 +100,8 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
       } else {
         float* st = staging.data() + (route.xoff[t.e * p + t.s] + t.r0) * n + t.c0;
         gemm_tile(weights, x, t, st, n);
-        proxy->send(wg, st, 1, block_type(t.r1 - t.r0, t.c1 - t.c0), t.s, static_cast<int>(flag_of(g, t.r0, t.c0)));
+        const MPI_Datatype type = types.at({t.r1 - t.r0, t.c1 - t.c0});  // read-only in WGs
+        proxy->send(wg, st, 1, type, t.s, static_cast<int>(flag_of(g, t.r0, t.c0)));
         wg.mark("tile handed to proxy", static_cast<std::int64_t>(task), t.s, bytes);
       }
       return;
@@ -103,12 +112,14 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
       const float* src = inbox(my_local);
       const std::size_t row = yoff(me, a.g);
       for (std::size_t r = a.r0; r < a.r1; ++r)
-        std::memcpy(y + (row + r) * n + a.c0, src + (row + r) * n + a.c0, (a.c1 - a.c0) * sizeof(float));
+        std::memcpy(y + (row + r) * n + a.c0, src + (row + r) * n + a.c0,
+                    (a.c1 - a.c0) * sizeof(float));
     }
   };
   const std::size_t slots = static_cast<std::size_t>(dev.num_cus()) * dev.wg_slots_per_cu();
   const std::size_t wgs = std::max<std::size_t>(1, remote ? slots - 1 : slots);
-  if (!order.empty()) compute_stream.launch_persistent({"gemm_alltoall.fused", wgs, 0}, std::move(order), body);
+  if (!order.empty())
+    compute_stream.launch_persistent({"gemm_alltoall.fused", wgs, 0}, std::move(order), body);
   compute_stream.synchronize();
   if (remote) comm_stream.synchronize();
 }

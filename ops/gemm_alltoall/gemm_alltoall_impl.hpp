@@ -59,7 +59,8 @@ struct GemmAllToAllImpl {
   void run_shaped(std::span<const float* const> weights, const float* x, float* y);
   void run_fused(std::span<const float* const> weights, const float* x, float* y);
   void setup_fused();
-  MPI_Datatype block_type(std::size_t rows, std::size_t cols);  // rows x cols, row stride n
+  // rows x cols, row stride n; creates and caches (host thread only: WGs read `types`).
+  MPI_Datatype block_type(std::size_t rows, std::size_t cols);
 
   Communicator& pub;
   CommImpl& comm;

@@ -6,14 +6,20 @@
 namespace tilecomm::test {
 namespace {
 
-std::size_t experts_of(int r) { return static_cast<std::size_t>(r % 2) + 1; }
+std::size_t experts_of(int r) {
+  return static_cast<std::size_t>(r % 2) + 1;
+}
 
-void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls, std::size_t tile = 0) {
+void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls,
+           std::size_t tile = 0) {
   const int p = comm.size(), me = comm.rank();
   std::vector<std::size_t> first(p + 1, 0);
-  for (int r = 0; r < p; ++r) first[r + 1] = first[r] + experts_of(r);
+  for (int r = 0; r < p; ++r)
+    first[r + 1] = first[r] + experts_of(r);
   const std::size_t G = first[p];
-  auto W = [](std::size_t g, std::size_t i, std::size_t j) { return small_int(g * 5 + i * 3 + j * 11); };
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) {
+    return small_int(g * 5 + i * 3 + j * 11);
+  };
   OpOptions opt;
   opt.tile = tile;
   GemmAllToAll op(comm, dev, experts_of(me), k, n, 2000, 2000, opt);
@@ -22,7 +28,8 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
   std::vector<const float*> wp;
   for (std::size_t e = 0; e < w.size(); ++e) {
     for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < n; ++j) w[e][i * n + j] = W(first[me] + e, i, j);
+      for (std::size_t j = 0; j < n; ++j)
+        w[e][i * n + j] = W(first[me] + e, i, j);
     wp.push_back(w[e].data());
   }
   Straggler straggler(dev, 7u + me);
@@ -31,7 +38,9 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
     auto cnt = [&](int s, std::size_t g) {
       return static_cast<std::size_t>((s * 7 + g * 13 + call * 5) % 23) * ((g + s + call) % 4 != 0);
     };
-    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) { return small_int(s + g * 3 + i * 7 + kk * 13 + call); };
+    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
+      return small_int(s + g * 3 + i * 7 + kk * 13 + call);
+    };
     std::vector<std::size_t> recv(experts_of(me) * p), send(G);
     std::vector<float> x;
     for (std::size_t e = 0; e < experts_of(me); ++e)
@@ -39,7 +48,8 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
         const std::size_t g = first[me] + e;
         recv[e * p + s] = cnt(s, g);
         for (std::size_t i = 0; i < cnt(s, g); ++i)
-          for (std::size_t kk = 0; kk < k; ++kk) x.push_back(X(s, g, i, kk));
+          for (std::size_t kk = 0; kk < k; ++kk)
+            x.push_back(X(s, g, i, kk));
       }
     std::vector<float> ref;
     for (std::size_t g = 0; g < G; ++g) {
@@ -47,7 +57,8 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
       for (std::size_t i = 0; i < send[g]; ++i)
         for (std::size_t j = 0; j < n; ++j) {
           float acc = 0.0f;
-          for (std::size_t kk = 0; kk < k; ++kk) acc += X(me, g, i, kk) * W(g, kk, j);
+          for (std::size_t kk = 0; kk < k; ++kk)
+            acc += X(me, g, i, kk) * W(g, kk, j);
           ref.push_back(acc);
         }
     }
@@ -57,7 +68,8 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
       op.run(wp, x.data(), recv, send, y.data(), mode);
       straggler.after_call();
       int wrong = 0;
-      for (std::size_t i = 0; i < y.size(); ++i) wrong += y[i] != ref[i];
+      for (std::size_t i = 0; i < y.size(); ++i)
+        wrong += y[i] != ref[i];
       EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " call " << call << " n " << n;
     }
   }
@@ -82,14 +94,16 @@ TEST(GemmAllToAll, RoutingMismatchRaisesOnEveryRank) {
   std::vector<float> x(100 * 4), y(100 * 4);
   std::vector<std::vector<float>> w(experts_of(me), std::vector<float>(16));
   std::vector<const float*> wp;
-  for (auto& v : w) wp.push_back(v.data());
+  for (auto& v : w)
+    wp.push_back(v.data());
   for (Mode mode : kModes) {
     try {
       op.run(wp, x.data(), recv, send, y.data(), mode);
       FAIL() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::Mismatch);
-      EXPECT_NE(std::string(e.what()).find("rank 0 routes 2 rows to expert"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 0 routes 2 rows to expert"), std::string::npos)
+          << e.what();
     }
   }
   // Local argument errors: reported on the rank that made them, and named on the others.
@@ -99,7 +113,47 @@ TEST(GemmAllToAll, RoutingMismatchRaisesOnEveryRank) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find(me == 0 ? "send_counts has" : "rank 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(me == 0 ? "send_counts has" : "rank 0"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tilecomm::test
+
+namespace tilecomm::test {
+namespace {
+
+// Regression: fused MoE across nodes once created MPI datatypes for tile shapes lazily from
+// several WGs at once (a data race on the context's type cache that crashed in MPI_Testsome).
+// Many distinct tile shapes in one call make the race likely; the datatypes are now created by the
+// host before the kernels launch.
+TEST(GemmAllToAll, ManyTileShapesInOneCall) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  for (int round = 0; round < 4; ++round) {
+    OpOptions opt;
+    opt.tile = 64;
+    GemmAllToAll op(comm, dev, 2, 4, 96, 64 * 2 * p, 64 * 2 * p, opt);
+    const std::size_t G = op.num_experts();
+    auto cnt = [&](int s, std::size_t g) {
+      return 1 + static_cast<std::size_t>(s * 17 + g * 29 + round * 7) % 63;
+    };
+    std::vector<std::size_t> recv(2 * p), send(G);
+    std::size_t rows_in = 0, rows_out = 0;
+    for (std::size_t e = 0; e < 2; ++e)
+      for (int s = 0; s < p; ++s)
+        rows_in += recv[e * p + s] = cnt(s, op.first_expert() + e);
+    for (std::size_t g = 0; g < G; ++g)
+      rows_out += send[g] = cnt(me, g);
+    std::vector<float> x(rows_in * 4, 1.0f), w0(4 * 96, 1.0f), w1(4 * 96, 2.0f), y(rows_out * 96);
+    std::vector<const float*> wp = {w0.data(), w1.data()};
+    op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+    std::size_t row = 0;
+    for (std::size_t g = 0; g < G; ++g)
+      for (std::size_t i = 0; i < send[g]; ++i, ++row)
+        ASSERT_EQ(y[row * 96], g % 2 == 0 ? 4.0f : 8.0f) << "expert " << g << " row " << i;
   }
 }
 
