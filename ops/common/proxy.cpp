@@ -12,7 +12,7 @@ void Proxy::reset() {
   recvs_.clear();
   expected_sends_ = 0;
   std::lock_guard q(queue_mu_);
-  pending_.clear();
+  handed_.clear();
 }
 
 void Proxy::expect_recv(void* buf, int count, MPI_Datatype type, int src, int tag, TileFlags* flags,
@@ -21,7 +21,6 @@ void Proxy::expect_recv(void* buf, int count, MPI_Datatype type, int src, int ta
 }
 
 void Proxy::start() {
-  std::lock_guard lock(progress_mu_);
   reqs_.assign(recvs_.size(), MPI_REQUEST_NULL);
   send_peer_.clear();
   recvs_left_ = recvs_.size();
@@ -39,25 +38,22 @@ void Proxy::launch(Stream& stream, const char* name) {
 
 void Proxy::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type, int dst,
                  int tag) {
-  {
-    std::lock_guard q(queue_mu_);
-    pending_.push_back({buf, count, type, dst, tag});
-  }
-  std::unique_lock lock(progress_mu_, std::try_to_lock);
-  if (lock.owns_lock()) progress(wg);
+  MPI_Request req = MPI_REQUEST_NULL;
+  mpi_check(MPI_Isend(buf, count, type, dst, tag, comm_, &req), "MPI_Isend");
+  wg.mark("send posted", tag, dst);
+  std::lock_guard q(queue_mu_);
+  handed_.push_back({req, dst});
 }
 
 bool Proxy::progress(const WorkgroupContext& wg) {
   bool progressed = false;
   {
     std::lock_guard q(queue_mu_);
-    batch_.swap(pending_);
+    batch_.swap(handed_);
   }
-  for (const Send& s : batch_) {
-    reqs_.push_back(MPI_REQUEST_NULL);
+  for (const Posted& s : batch_) {
+    reqs_.push_back(s.req);
     send_peer_.push_back(s.dst);
-    mpi_check(MPI_Isend(s.buf, s.count, s.type, s.dst, s.tag, comm_, &reqs_.back()), "MPI_Isend");
-    wg.mark("send posted", s.tag, s.dst);
     ++sends_posted_;
     progressed = true;
   }
@@ -87,22 +83,15 @@ bool Proxy::progress(const WorkgroupContext& wg) {
 void Proxy::run(const WorkgroupContext& wg) {
   Backoff backoff;
   for (;;) {
-    bool progressed, finished;
-    {
-      std::lock_guard lock(progress_mu_);
-      progressed = progress(wg);
-      finished = done();
-    }
-    if (finished) return;
+    const bool progressed = progress(wg);
+    if (done()) return;
     if (progressed) {
       backoff = Backoff();
       continue;
     }
     backoff.pause();
-    if (timeout_s_ > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s_) {
-      std::lock_guard lock(progress_mu_);
+    if (timeout_s_ > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s_)
       fail_timeout();
-    }
   }
 }
 

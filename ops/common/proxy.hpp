@@ -1,10 +1,10 @@
 #pragma once
-// The MPI proxy of a fused kernel. Per operator call it owns every MPI request: the host posts the
-// receives the call expects (start()) before the kernels launch; compute WGs hand it sends; one
-// proxy WG on a high-priority stream loops until every request has completed. Open MPI 4.1 moves
-// TCP data only inside MPI calls, and on an oversubscribed machine a sleeping proxy may wait
-// milliseconds for a core, so a WG that hands over a tile also posts it and polls right away when
-// no one else is in MPI (try_lock): progress happens wherever there is a thread to spare.
+// The MPI proxy of a fused kernel. Per operator call: the host posts the receives the call expects
+// before the kernels launch; a compute WG posts its tile's MPI_Isend itself the moment the tile is
+// done (MPI_THREAD_MULTIPLE) and hands the request over; one proxy WG on a high-priority stream
+// completes every request and raises the arrival flags. Open MPI 4.1 moves TCP data only inside MPI
+// calls, so the proxy keeps calling MPI_Testsome (backing off) while the compute WGs run. Sends
+// never wait for the proxy: on an oversubscribed machine it may wait milliseconds for a core.
 
 #include <mpi.h>
 
@@ -36,7 +36,7 @@ class Proxy {
   void launch(Stream& stream, const char* name);
 
   // ---- any WG ----
-  /// Sends `buf` (untouched until the call ends): posted now if MPI is free, else by the proxy.
+  /// Posts an MPI_Isend of `buf` (untouched until the call ends) and hands the request over.
   void send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type, int dst,
             int tag);
 
@@ -54,13 +54,11 @@ class Proxy {
     std::size_t idx;
     std::uint32_t value;
   };
-  struct Send {
-    const void* buf;
-    int count;
-    MPI_Datatype type;
-    int dst, tag;
+  struct Posted {
+    MPI_Request req;
+    int dst;
   };
-  // With progress_mu_ held: posts queued sends, completes what MPI has finished. True if anything
+  // Proxy WG only: adopts handed-over sends, completes what MPI has finished. True if anything
   // happened.
   bool progress(const WorkgroupContext& wg);
   void start();
@@ -73,14 +71,14 @@ class Proxy {
   std::vector<Recv> recvs_;
   std::size_t expected_sends_ = 0;
 
-  std::mutex queue_mu_;  // guards pending_
-  std::vector<Send> pending_;
+  std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)
+  std::vector<Posted> handed_;
 
-  std::mutex progress_mu_;         // serializes MPI calls and guards the state below
-  std::vector<MPI_Request> reqs_;  // [0, recvs) receives, then sends in posting order
+  // Owned by the host before launch, then by the proxy WG.
+  std::vector<MPI_Request> reqs_;  // [0, recvs) receives, then sends in hand-over order
   std::vector<int> send_peer_;
   std::vector<int> done_idx_;
-  std::vector<Send> batch_;
+  std::vector<Posted> batch_;
   std::size_t recvs_left_ = 0, sends_posted_ = 0, sends_done_ = 0;
 };
 
