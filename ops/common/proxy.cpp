@@ -81,12 +81,16 @@ bool Proxy::progress(const WorkgroupContext& wg) {
 }
 
 void Proxy::run(const WorkgroupContext& wg) {
-  Backoff backoff;
+  // The proxy shares cores with the compute WGs it serves: poll briefly, then yield and sleep
+  // (TCP keeps flowing from the socket buffers in between; a tile's arrival is not urgent to the
+  // microsecond, the compute it would steal is).
+  constexpr double kProxySpinUs = 2.0;
+  Backoff backoff(kProxySpinUs);
   for (;;) {
     const bool progressed = progress(wg);
     if (done()) return;
     if (progressed) {
-      backoff = Backoff();
+      backoff = Backoff(kProxySpinUs);
       continue;
     }
     backoff.pause();

@@ -1,12 +1,13 @@
 // The fused GEMV+AllReduce kernel (two-shot at tile granularity).
 //
-// One persistent kernel runs three kinds of tasks, in this start order:
+// One persistent kernel runs three kinds of tasks:
 //  1. compute row block b, straight into the destination: the owner's shared `partials` slot when
 //     the owner is on this node (then a release flag in the owner's segment), else a staging
-//     buffer handed to the proxy for an MPI send. Blocks owned by other ranks go first
-//     (off-node, then on-node), so their communication overlaps the rest of the compute;
-//  2. reduce each owned block: wait for the p partial flags, reduce in rank order into the shared
-//     `reduced` buffer, flag it, send it to off-node ranks, copy it into y;
+//     buffer the WG sends at once (MPI_Isend, completed by the proxy). Blocks owned by other ranks
+//     go first (off-node, then on-node), so their communication overlaps the rest of the compute;
+//  2. reduce an owned block: wait for the p partial flags, reduce in rank order into the shared
+//     `reduced` buffer, flag it, send it to off-node ranks, copy it into y. Each owned block's
+//     reduce directly follows its compute in the list, so reduced blocks leave early too;
 //  3. gather each block owned elsewhere: wait for the owner's flag and copy (on-node), or for the
 //     proxy's arrival flag (off-node: the proxy received it straight into y).
 // Tasks start in list order, so every compute task has started before any WG waits: no deadlock
@@ -34,7 +35,8 @@ float* GemvAllReduceImpl::partials(int local, int parity, int src) const {
 }
 
 float* GemvAllReduceImpl::reduced(int local, int parity) const {
-  return reinterpret_cast<float*>(shm->segment(local) + off_reduced) + static_cast<std::size_t>(parity) * m;
+  return reinterpret_cast<float*>(shm->segment(local) + off_reduced) +
+         static_cast<std::size_t>(parity) * m;
 }
 
 void GemvAllReduceImpl::setup_fused() {
@@ -64,18 +66,27 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
   const int me = comm.rank, p = comm.size, my_local = comm.local_rank;
   const std::size_t nb = nblocks;
 
-  // Task list: compute (remote-bound first), then reduce, then gather.
+  // Task list. remote_first: compute the blocks other ranks own (off-node, then on-node), then each
+  // owned block's compute directly followed by its reduce, so reduced blocks leave while later
+  // blocks still compute; then gathers. Otherwise: every compute in block order, reduces, gathers.
   std::vector<std::size_t> order;
   order.reserve(2 * nb + (first_block(me + 1) - first_block(me)));
   auto task = [nb](Kind kind, std::size_t b) { return static_cast<std::size_t>(kind) * nb + b; };
-  const int passes = opt.remote_first ? 3 : 1;
-  for (int pass = 0; pass < passes; ++pass)
-    for (std::size_t b = 0; b < nb; ++b) {
-      const int o = owner(b);
-      const int rank_class = !opt.remote_first ? 0 : !comm.on_node(o) ? 0 : o != me ? 1 : 2;
-      if (rank_class == pass) order.push_back(task(Kind::Compute, b));
+  if (opt.remote_first) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t b = 0; b < nb; ++b)
+        if (owner(b) != me && comm.on_node(owner(b)) == (pass == 1))
+          order.push_back(task(Kind::Compute, b));
+    for (std::size_t b = first_block(me); b < first_block(me + 1); ++b) {
+      order.push_back(task(Kind::Compute, b));
+      order.push_back(task(Kind::Reduce, b));  // waits for its own compute, which started first
     }
-  for (std::size_t b = first_block(me); b < first_block(me + 1); ++b) order.push_back(task(Kind::Reduce, b));
+  } else {
+    for (std::size_t b = 0; b < nb; ++b)
+      order.push_back(task(Kind::Compute, b));
+    for (std::size_t b = first_block(me); b < first_block(me + 1); ++b)
+      order.push_back(task(Kind::Reduce, b));
+  }
   for (std::size_t b = 0; b < nb; ++b)
     if (owner(b) != me) order.push_back(task(Kind::Gather, b));
 
@@ -87,18 +98,21 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
     proxy->reset();
     std::size_t sends = 0;
     int off_node_ranks = 0;
-    for (int s = 0; s < p; ++s) off_node_ranks += comm.on_node(s) ? 0 : 1;
+    for (int s = 0; s < p; ++s)
+      off_node_ranks += comm.on_node(s) ? 0 : 1;
     for (std::size_t b = 0; b < nb; ++b) {
       const int o = owner(b);
       const int n = static_cast<int>(rows(b));
       if (o == me) {
         for (int s = 0; s < p; ++s)
           if (!comm.on_node(s))
-            proxy->expect_recv(partials(my_local, par, s) + row0(b), n, MPI_FLOAT, s, kPartialTag + static_cast<int>(b),
-                               &partial_flags[my_local], s * nb + b, e);
+            proxy->expect_recv(partials(my_local, par, s) + row0(b), n, MPI_FLOAT, s,
+                               kPartialTag + static_cast<int>(b), &partial_flags[my_local],
+                               s * nb + b, e);
         sends += off_node_ranks;
       } else if (!comm.on_node(o)) {
-        proxy->expect_recv(y + row0(b), n, MPI_FLOAT, o, static_cast<int>(nb + b), &arrived_flags, b, e);
+        proxy->expect_recv(y + row0(b), n, MPI_FLOAT, o, static_cast<int>(nb + b), &arrived_flags,
+                           b, e);
         ++sends;
       }
     }
@@ -120,8 +134,10 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
         wg.mark("tile stored", static_cast<std::int64_t>(b), o, static_cast<std::int64_t>(n * 4));
       } else {
         gemv_tile(w, x, staging.data() + r0, b);
-        proxy->send(wg, staging.data() + r0, static_cast<int>(n), MPI_FLOAT, o, kPartialTag + static_cast<int>(b));
-        wg.mark("tile handed to proxy", static_cast<std::int64_t>(b), o, static_cast<std::int64_t>(n * 4));
+        proxy->send(wg, staging.data() + r0, static_cast<int>(n), MPI_FLOAT, o,
+                    kPartialTag + static_cast<int>(b));
+        wg.mark("tile handed to proxy", static_cast<std::int64_t>(b), o,
+                static_cast<std::int64_t>(n * 4));
       }
     } else if (kind == Kind::Reduce) {
       const float* srcs[64];
@@ -133,11 +149,13 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
         src[s] = partials(my_local, par, s) + r0;
       }
       float* red = reduced(my_local, par) + r0;
-      reduce_n(red, reinterpret_cast<const void* const*>(src), p, n, DataType::Float32, ReduceOp::Sum);
+      reduce_n(red, reinterpret_cast<const void* const*>(src), p, n, DataType::Float32,
+               ReduceOp::Sum);
       reduced_flags[my_local].signal(b, e);
       if (remote)
         for (int q = 0; q < p; ++q)
-          if (!comm.on_node(q)) proxy->send(wg, red, static_cast<int>(n), MPI_FLOAT, q, static_cast<int>(nb + b));
+          if (!comm.on_node(q))
+            proxy->send(wg, red, static_cast<int>(n), MPI_FLOAT, q, static_cast<int>(nb + b));
       std::memcpy(y + r0, red, n * sizeof(float));
       wg.mark("block reduced", static_cast<std::int64_t>(b), me);
     } else if (comm.on_node(o)) {
