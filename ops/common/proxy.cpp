@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "collectives/comm_impl.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/wait.hpp"
@@ -80,22 +83,44 @@ bool Proxy::progress(const WorkgroupContext& wg) {
   return progressed;
 }
 
-void Proxy::run(const WorkgroupContext& wg) {
-  // The proxy shares cores with the compute WGs it serves: poll briefly, then yield and sleep
-  // (TCP keeps flowing from the socket buffers in between; a tile's arrival is not urgent to the
-  // microsecond, the compute it would steal is).
-  constexpr double kProxySpinUs = 2.0;
-  Backoff backoff(kProxySpinUs);
-  for (;;) {
-    const bool progressed = progress(wg);
-    if (done()) return;
-    if (progressed) {
-      backoff = Backoff(kProxySpinUs);
-      continue;
-    }
+void Proxy::poll(const WorkgroupContext& wg) {
+  std::unique_lock lock(progress_mu_, std::try_to_lock);
+  if (lock.owns_lock()) progress(wg);
+}
+
+void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
+                 std::uint32_t value, const char* what) {
+  if (flags.test(idx, value)) return;
+  Backoff backoff(2.0);
+  while (!flags.test(idx, value)) {
+    poll(wg);
     backoff.pause();
     if (timeout_s_ > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s_)
+      throw Error(ErrorCode::Timeout, fmt::format("{}: {} {} did not reach {} within {} s", op_,
+                                                  what, idx, value, timeout_s_));
+  }
+}
+
+void Proxy::run(const WorkgroupContext& wg) {
+  // The proxy shares cores with the compute WGs it serves, which post their own sends and poll MPI
+  // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
+  // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning.
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    bool finished;
+    {
+      std::lock_guard lock(progress_mu_);
+      progress(wg);
+      finished = done();
+    }
+    if (finished) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (timeout_s_ > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            timeout_s_) {
+      std::lock_guard lock(progress_mu_);
       fail_timeout();
+    }
   }
 }
 

@@ -40,6 +40,14 @@ class Proxy {
   void send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type, int dst,
             int tag);
 
+  /// Completes what MPI has finished if no other thread is doing so (try-lock): a WG that waits for
+  /// a tile the proxy will receive calls this while it waits, so progress never depends on the
+  /// proxy WG getting a core.
+  void poll(const WorkgroupContext& wg);
+  /// Waits (backing off, polling MPI) until flags[idx] reaches value; Error(Timeout) naming `what`.
+  void wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
+            std::uint32_t value, const char* what);
+
   // ---- the proxy WG ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s).
   void run(const WorkgroupContext& wg);
@@ -74,7 +82,8 @@ class Proxy {
   std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)
   std::vector<Posted> handed_;
 
-  // Owned by the host before launch, then by the proxy WG.
+  std::mutex progress_mu_;  // guards the state below once the kernels run
+  // Written by the host before launch, then under progress_mu_.
   std::vector<MPI_Request> reqs_;  // [0, recvs) receives, then sends in hand-over order
   std::vector<int> send_peer_;
   std::vector<int> done_idx_;

@@ -107,7 +107,11 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
       return;
     }
     const Arrival& a = arrivals[task - tiles.size()];
-    flags[my_local].wait(flag_of(a.g, a.r0, a.c0), e, timeout, "GemmAllToAll: result tile");
+    const char* what = "GemmAllToAll: result tile";
+    if (comm.on_node(a.o))
+      flags[my_local].wait(flag_of(a.g, a.r0, a.c0), e, timeout, what);
+    else
+      proxy->wait(wg, flags[my_local], flag_of(a.g, a.r0, a.c0), e, what);  // received by the proxy
     if (comm.on_node(a.o)) {
       const float* src = inbox(my_local);
       const std::size_t row = yoff(me, a.g);

@@ -144,8 +144,12 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
       std::vector<const float*> many;
       const float** src = p <= 64 ? srcs : (many.resize(p), many.data());
       for (int s = 0; s < p; ++s) {
-        partial_flags[my_local].wait(static_cast<std::size_t>(s) * nb + b, e, timeout,
-                                     "GemvAllReduce: partial (source rank * blocks + block)");
+        const std::size_t idx = static_cast<std::size_t>(s) * nb + b;
+        const char* what = "GemvAllReduce: partial (source rank * blocks + block)";
+        if (comm.on_node(s))
+          partial_flags[my_local].wait(idx, e, timeout, what);
+        else
+          proxy->wait(wg, partial_flags[my_local], idx, e, what);  // the proxy receives it
         src[s] = partials(my_local, par, s) + r0;
       }
       float* red = reduced(my_local, par) + r0;
@@ -163,7 +167,7 @@ void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
       reduced_flags[ol].wait(b, e, timeout, "GemvAllReduce: reduced block");
       std::memcpy(y + r0, reduced(ol, par) + r0, n * sizeof(float));
     } else {
-      arrived_flags.wait(b, e, timeout, "GemvAllReduce: reduced block from off-node owner");
+      proxy->wait(wg, arrived_flags, b, e, "GemvAllReduce: reduced block from off-node owner");
     }
   };
   const std::size_t slots = static_cast<std::size_t>(dev.num_cus()) * dev.wg_slots_per_cu();
