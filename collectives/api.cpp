@@ -124,22 +124,12 @@ void check_layout(CollArgs& a, int rank, int size) {
 
 Request post(Communicator& comm, CollArgs args, const CollectiveOptions& options, bool blocking) {
   CommImpl& c = comm.impl();
-  // Verify mode: validation and selection errors are held back until every rank's fingerprint has
-  // been compared (collectives/check.hpp), so a mismatch is reported first -- it usually explains
-  // the error -- and a rank's own error reaches every rank instead of leaving them waiting. The
-  // fingerprint carries the algorithm as requested, so a forced algorithm is compared too.
-  const Algorithm* chosen = nullptr;
-  std::exception_ptr local_error;
-  try {
-    check_layout(args, c.rank, c.size);
-    chosen = &choose_algorithm(c, args, options.algorithm);
-  } catch (const Error&) {
-    if (!c.check) throw;
-    local_error = std::current_exception();
-  }
-  if (c.check)
-    check_call(c, fingerprint_of(args, options.algorithm, c.rank, c.size), local_error, &args);
-  const Algorithm& algo = *chosen;
+  check_layout(args, c.rank, c.size);
+  const Algorithm& algo = choose_algorithm(c, args, options.algorithm);
+  // Verify mode compares the call after local validation and selection: a call rejected above
+  // raises on its rank before any communication (as collectives.hpp promises) and is not a call.
+  // The fingerprint carries the algorithm as requested, so differing forced algorithms are caught.
+  if (c.check) check_call(c, fingerprint_of(args, options.algorithm, c.rank, c.size), &args);
   if (blocking) {
     c.run_blocking([&] {
       ++c.seq;

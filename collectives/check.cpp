@@ -234,23 +234,9 @@ CallFingerprint fingerprint_of(const CollArgs& a, std::string_view requested, in
   return fp;
 }
 
-void check_call(CommImpl& c, CallFingerprint fp, std::exception_ptr local_error,
-                const CollArgs* args) {
-  if (!c.check) {
-    if (local_error) std::rethrow_exception(local_error);
-    return;
-  }
+void check_call(CommImpl& c, CallFingerprint fp, const CollArgs* args) {
+  if (!c.check) return;
   fp.seq = ++c.check_seq;
-  fp.status = 0;
-  if (local_error) {
-    try {
-      std::rethrow_exception(local_error);
-    } catch (const Error& e) {
-      fp.status = static_cast<std::uint8_t>(1 + static_cast<int>(e.code()));
-    } catch (...) {
-      fp.status = static_cast<std::uint8_t>(1 + static_cast<int>(ErrorCode::Internal));
-    }
-  }
   const std::vector<CallFingerprint> all = exchange(c, fp);
 
   // 1. The call itself: the first rank that differs from rank 0.
@@ -264,15 +250,7 @@ void check_call(CommImpl& c, CallFingerprint fp, std::exception_ptr local_error,
     throw Error(ErrorCode::Mismatch, fmt::format("call #{}: rank 0: {}; rank {}: {}{}", fp.seq,
                                                  describe(all[0]), r, describe(all[r]), hint));
   }
-  // 2. A rank that rejected its own arguments: it rethrows its error, the others name it.
-  for (int r = 0; r < c.size; ++r) {
-    if (all[r].status == 0) continue;
-    if (local_error) std::rethrow_exception(local_error);
-    throw Error(static_cast<ErrorCode>(all[r].status - 1),
-                fmt::format("call #{} ({}): rank {} rejected its arguments (see its error)", fp.seq,
-                            describe(fp), r));
-  }
-  // 3. All-to-Allv: each rank's send counts must be what its peers expect to receive.
+  // 2. All-to-Allv: each rank's send counts must be what its peers expect to receive.
   if (fp.kind == CallKind::AllToAllv && args != nullptr) {
     std::uint64_t sum = 0;
     for (const CallFingerprint& f : all)
@@ -290,7 +268,7 @@ void check_op_call(CommImpl& c, CallKind kind, std::initializer_list<std::uint64
   for (std::uint64_t v : shape)
     if (i < 3) fp.shape[i++] = v;
   std::memcpy(fp.algo, mode.data(), std::min(mode.size(), sizeof fp.algo - 1));
-  check_call(c, fp, nullptr);
+  check_call(c, fp);
 }
 
 }  // namespace tilecomm::detail

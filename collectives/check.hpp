@@ -3,15 +3,15 @@
 // operator call runs, every rank sends a 64-byte fingerprint of the call (operation, dtype, op,
 // counts/shape, algorithm or mode as requested, call number) to every other rank on a private
 // duplicated communicator, with the communicator's deadline. On any difference every rank raises
-// the same Error(Mismatch) naming the first differing rank next to rank 0; when a rank rejected
-// its own arguments, it rethrows its error and every other rank raises the same code naming it.
-// A rank that never makes the call is named in an Error(Timeout) on every rank that waited.
+// the same Error(Mismatch) naming the first differing rank next to rank 0. A rank that never
+// makes the call is named in an Error(Timeout) on every rank that waited. Calls are checked after
+// local validation: a call a rank rejects itself (bad argument, unknown or declining algorithm)
+// raises there before any communication and does not count as a call.
 //
 // Off (the default) the hooks cost one branch. On, a call costs one point-to-point exchange of
 // 64 bytes with each peer (see docs/failure.md for the measured overhead).
 
 #include <cstdint>
-#include <exception>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -41,8 +41,7 @@ struct CallFingerprint {
   std::uint64_t balance = 0;    ///< All-to-Allv: sums to 0 over ranks when counts pair up
   CallKind kind = CallKind::AllReduce;
   std::uint8_t dtype = 0, op = 0;
-  std::uint8_t status =
-      0;               ///< 0, or 1 + ErrorCode of this rank's own argument error (not compared)
+  std::uint8_t reserved = 0;
   char algo[20] = {};  ///< algorithm (collectives) or mode (operators) as requested
 };
 static_assert(sizeof(CallFingerprint) == 64, "the fingerprint is one cache line");
@@ -55,14 +54,12 @@ std::string describe(const CallFingerprint& fp);
 CallFingerprint fingerprint_of(const CollArgs& args, std::string_view requested, int rank,
                                int size);
 
-/// The check itself (no-op returning normally when comm.check is off, except that `local_error`
-/// is rethrown). Exchanges `fp` with every rank, then raises, on every rank alike:
+/// The check itself (no-op when comm.check is off). Numbers the call, exchanges `fp` with every
+/// rank, then raises, on every rank alike:
 ///  - Error(Mismatch) for the first rank whose fingerprint differs from rank 0's;
-///  - this rank's `local_error`, or Error(<its code>) naming the first rank that had one;
 ///  - Error(Mismatch) naming a sender/receiver pair whose All-to-Allv counts disagree (`args`);
 ///  - Error(Timeout) naming the ranks whose fingerprints did not arrive within comm.timeout_s.
-void check_call(CommImpl& comm, CallFingerprint fp, std::exception_ptr local_error,
-                const CollArgs* args = nullptr);
+void check_call(CommImpl& comm, CallFingerprint fp, const CollArgs* args = nullptr);
 
 /// The hook of an operator's run(): checks kind, shape and mode across ranks (no-op when off).
 void check_op_call(CommImpl& comm, CallKind kind, std::initializer_list<std::uint64_t> shape,
