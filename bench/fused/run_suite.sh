@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Produces every fused-operator figure in the README: the three operators, each at a roughly
+# balanced shape (compute ~ communication), on (a) one node over shared memory and (b) two emulated
+# nodes (tools/cluster, network namespaces) joined by 1 Gbit/s and 5 Gbit/s links; plus a size sweep
+# on the 1 Gbit/s link for the plot. Writes JSON to bench/results/ and prints the README table.
+# Needs root (network namespaces) for (b). Usage: bench/fused/run_suite.sh [build dir]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${1:-$root/build}"
+out="$root/bench/results"
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+perf="$build/bench/fused/fused_perf"
+local_mpirun=(mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1)
+iters=(-n 20 -w 3)
+
+# Shapes: size and ratio knob per op and setting (chosen so compute ~ comm on this machine).
+declare -A shape=(
+  [shm,gemv_allreduce]="-b 262144 --ratio 8"
+  [shm,embedding_alltoall]="-b 4096 --ratio 1 --dim 64 --tables 4"
+  [shm,gemm_alltoall]="-b 2048 --ratio 32 --dim 256 --tables 4"
+  [1gbit,gemv_allreduce]="-b 262144 --ratio 128"
+  [1gbit,embedding_alltoall]="-b 4096 --ratio 8 --dim 64 --tables 4"
+  [1gbit,gemm_alltoall]="-b 2048 --ratio 512 --dim 256 --tables 4"
+  [5gbit,gemv_allreduce]="-b 262144 --ratio 32"
+  [5gbit,embedding_alltoall]="-b 4096 --ratio 2 --dim 64 --tables 4"
+  [5gbit,gemm_alltoall]="-b 2048 --ratio 128 --dim 256 --tables 4"
+)
+ops=(gemv_allreduce embedding_alltoall gemm_alltoall)
+
+for op in "${ops[@]}"; do
+  # One node: each rank gets the machine's cores as CUs (default).
+  # shellcheck disable=SC2086
+  "${local_mpirun[@]}" "$perf" --op "$op" ${shape[shm,$op]} "${iters[@]}" --json "$out/${op}_shm.json"
+  for rate in 1gbit 5gbit; do
+    # Two emulated nodes on 2 cores: one CU per rank (a node = one core's worth of compute).
+    # shellcheck disable=SC2086
+    "$root/tools/cluster/cluster.sh" --nodes 2 --rate "$rate" -- \
+      "$perf" --op "$op" ${shape[$rate,$op]} --cus 1 "${iters[@]}" --json "$out/${op}_${rate}.json" \
+      ${TRACE:+--trace "$out/${op}_${rate}_trace.json"}
+  done
+done
+
+# Sweep on the 1 Gbit/s link for the plot.
+for op in "${ops[@]}"; do
+  read -r -a s <<<"${shape[1gbit,$op]}"  # "-b SIZE" first, then the other knobs
+  base=${s[1]}
+  "$root/tools/cluster/cluster.sh" --nodes 2 --rate 1gbit -- \
+    "$perf" --op "$op" "${s[@]:2}" -b $((base / 4)) -e "$base" -f 2 --cus 1 -n 10 -w 2 \
+    --json "$out/${op}_1gbit_sweep.json"
+done
+/usr/bin/python3 "$root/tools/plot_fused.py" "$out/fused_1gbit.png" \
+  "$out/gemv_allreduce_1gbit_sweep.json" "$out/embedding_alltoall_1gbit_sweep.json" \
+  "$out/gemm_alltoall_1gbit_sweep.json"
+/usr/bin/python3 "$root/tools/fused_table.py" "$out"/*_{shm,1gbit,5gbit}.json
