@@ -23,15 +23,24 @@ namespace {
 GemmAllToAllImpl::GemmAllToAllImpl(Communicator& c, Device& d, std::size_t experts, std::size_t k_,
                                    std::size_t n_, std::size_t max_in_, std::size_t max_out_,
                                    OpOptions options)
-    : pub(c), comm(c.impl()), dev(d), ne(experts), k(k_), n(n_), max_in(max_in_), max_out(max_out_),
+    : pub(c),
+      comm(c.impl()),
+      dev(d),
+      ne(experts),
+      k(k_),
+      n(n_),
+      max_in(max_in_),
+      max_out(max_out_),
       opt(std::move(options)) {
   const int p = comm.size;
   const std::size_t limit = INT_MAX;
   if (k == 0 || k > limit) bad(fmt::format("k = {} (must be in [1, {}])", k, limit));
   if (n == 0 || n > limit) bad(fmt::format("n = {} (must be in [1, {}])", n, limit));
   if (max_in > limit / k) bad(fmt::format("max_rows_in = {} is too large for k = {}", max_in, k));
-  if (max_out > limit / n) bad(fmt::format("max_rows_out = {} is too large for n = {}", max_out, n));
-  if (opt.shaped.chunks < 1) bad(fmt::format("shaped.chunks = {} (must be >= 1)", opt.shaped.chunks));
+  if (max_out > limit / n)
+    bad(fmt::format("max_rows_out = {} is too large for n = {}", max_out, n));
+  if (opt.shaped.chunks < 1)
+    bad(fmt::format("shaped.chunks = {} (must be >= 1)", opt.shaped.chunks));
   tile_r = opt.tile ? opt.tile : 32;
   tile_c = std::min<std::size_t>(n, 256);
   ncb = (n + tile_c - 1) / tile_c;
@@ -40,11 +49,14 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& c, Device& d, std::size_t exper
                       static_cast<long long>(tile_r), opt.shaped.chunks});
   std::vector<long long> counts(p);
   long long mine = static_cast<long long>(ne);
-  mpi_check(MPI_Allgather(&mine, 1, MPI_LONG_LONG, counts.data(), 1, MPI_LONG_LONG, comm.comm), "MPI_Allgather");
+  mpi_check(MPI_Allgather(&mine, 1, MPI_LONG_LONG, counts.data(), 1, MPI_LONG_LONG, comm.comm),
+            "MPI_Allgather");
   first_exp.assign(p + 1, 0);
-  for (int q = 0; q < p; ++q) first_exp[q + 1] = first_exp[q] + static_cast<std::size_t>(counts[q]);
+  for (int q = 0; q < p; ++q)
+    first_exp[q + 1] = first_exp[q] + static_cast<std::size_t>(counts[q]);
   unsigned long long out_max = max_out;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &out_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm.comm), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &out_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm.comm),
+            "MPI_Allreduce");
   max_out_all = out_max;
   max_rb = (max_out_all + tile_r - 1) / tile_r;
   void* tag_ub = nullptr;
@@ -52,8 +64,10 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& c, Device& d, std::size_t exper
   MPI_Comm_get_attr(comm.comm, MPI_TAG_UB, &tag_ub, &found);
   const std::size_t ub = found ? static_cast<std::size_t>(*static_cast<int*>(tag_ub)) : 32767;
   if (first_exp[p] * std::max<std::size_t>(max_rb, 1) * ncb > ub)
-    bad(fmt::format("{} experts x {} row blocks x {} column blocks exceed MPI's tag range ({}); "
-                    "use a larger tile", first_exp[p], max_rb, ncb, ub));
+    bad(
+        fmt::format("{} experts x {} row blocks x {} column blocks exceed MPI's tag range ({}); "
+                    "use a larger tile",
+                    first_exp[p], max_rb, ncb, ub));
   blas_single_threaded();
   send_buf.resize(max_in * n);
   mpi_check(MPI_Comm_dup(comm.comm, &op_comm), "MPI_Comm_dup");
@@ -63,49 +77,67 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& c, Device& d, std::size_t exper
 }
 
 GemmAllToAllImpl::~GemmAllToAllImpl() {
-  for (auto& [shape, t] : types) MPI_Type_free(&t);
+  for (auto& [shape, t] : types)
+    MPI_Type_free(&t);
   shm.reset();
   if (op_comm != MPI_COMM_NULL) MPI_Comm_free(&op_comm);
 }
 
 void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const float* x,
                                std::span<const std::size_t> recv_counts,
-                               std::span<const std::size_t> send_counts, const float* y, bool check_y) {
+                               std::span<const std::size_t> send_counts, const float* y,
+                               bool check_y) {
   const int p = comm.size, me = comm.rank;
   const std::size_t ng = first_exp[p];
   std::size_t emax = 0;
-  for (int q = 0; q < p; ++q) emax = std::max(emax, experts_of(q));
-  // Every rank contributes [local error?, send_counts (G), recv_counts (emax * p, padded)], so every
-  // rank can check every count and all raise the same error.
+  for (int q = 0; q < p; ++q)
+    emax = std::max(emax, experts_of(q));
+  // Every rank contributes [local error?, send_counts (G), recv_counts (emax * p, padded)], so
+  // every rank can check every count and all raise the same error.
   const std::size_t stride = 1 + ng + emax * p;
   std::vector<unsigned long long> mine(stride, 0), all(stride * p);
   std::string error;
   try {
-    if (weights.size() != ne) bad(fmt::format("weights has {} entries; this rank owns {} experts", weights.size(), ne));
+    if (weights.size() != ne)
+      bad(fmt::format("weights has {} entries; this rank owns {} experts", weights.size(), ne));
     if (recv_counts.size() != ne * p)
-      bad(fmt::format("recv_counts has {} entries; expected local experts x ranks = {}", recv_counts.size(), ne * p));
+      bad(fmt::format("recv_counts has {} entries; expected local experts x ranks = {}",
+                      recv_counts.size(), ne * p));
     if (send_counts.size() != ng)
-      bad(fmt::format("send_counts has {} entries; the job has {} experts", send_counts.size(), ng));
+      bad(fmt::format("send_counts has {} entries; the job has {} experts", send_counts.size(),
+                      ng));
     std::size_t in = 0, out = 0;
-    for (std::size_t c : recv_counts) in += std::min<std::size_t>(c, max_in + 1);
-    for (std::size_t c : send_counts) out += std::min<std::size_t>(c, max_out + 1);
-    if (in > max_in) bad(fmt::format("recv_counts add up to {} rows, above max_rows_in = {}", in, max_in));
-    if (out > max_out) bad(fmt::format("send_counts add up to {} rows, above max_rows_out = {}", out, max_out));
+    for (std::size_t c : recv_counts)
+      in += std::min<std::size_t>(c, max_in + 1);
+    for (std::size_t c : send_counts)
+      out += std::min<std::size_t>(c, max_out + 1);
+    if (in > max_in)
+      bad(fmt::format("recv_counts add up to {} rows, above max_rows_in = {}", in, max_in));
+    if (out > max_out)
+      bad(fmt::format("send_counts add up to {} rows, above max_rows_out = {}", out, max_out));
     for (std::size_t e = 0; e < ne; ++e)
       if (weights[e] == nullptr) bad(fmt::format("weights[{}] is null", e));
     if (x == nullptr && in > 0) bad(fmt::format("x is null with {} rows", in));
     if (check_y && y == nullptr && out > 0) bad(fmt::format("y is null with {} rows", out));
-    if (x != nullptr && y != nullptr && in > 0 && out > 0 && x < y + out * n && y < x + in * k) bad("y overlaps x");
-    for (std::size_t g = 0; g < ng; ++g) mine[1 + g] = send_counts[g];
-    for (std::size_t i = 0; i < ne * p; ++i) mine[1 + ng + i] = recv_counts[i];
+    if (x != nullptr && y != nullptr && in > 0 && out > 0 && x < y + out * n && y < x + in * k)
+      bad("y overlaps x");
+    for (std::size_t g = 0; g < ng; ++g)
+      mine[1 + g] = send_counts[g];
+    for (std::size_t i = 0; i < ne * p; ++i)
+      mine[1 + ng + i] = recv_counts[i];
   } catch (const Error& e) {
     error = e.message();
     std::fill(mine.begin(), mine.end(), 0);
     mine[0] = 1;
   }
-  mpi_check(MPI_Allgather(mine.data(), static_cast<int>(stride), MPI_UNSIGNED_LONG_LONG, all.data(),
-                          static_cast<int>(stride), MPI_UNSIGNED_LONG_LONG, op_comm),
-            "MPI_Allgather");
+  // Non-blocking with the communicator's deadline: a rank that never makes this call is a Timeout
+  // here, not a hang in a blocking MPI_Allgather.
+  MPI_Request req = MPI_REQUEST_NULL;
+  mpi_check(
+      MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UNSIGNED_LONG_LONG, all.data(),
+                     static_cast<int>(stride), MPI_UNSIGNED_LONG_LONG, op_comm, &req),
+      "MPI_Iallgather");
+  comm.wait_all(&req, 1, "GemmAllToAll: routing agreement (MPI_Iallgather over all ranks)");
   if (!error.empty()) throw Error(ErrorCode::InvalidArgument, error);
   for (int q = 0; q < p; ++q)
     if (all[q * stride] != 0) bad(fmt::format("rank {} rejected its arguments (see its error)", q));
@@ -129,7 +161,8 @@ void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const floa
       route.ypre[s * (ng + 1) + g + 1] = route.ypre[s * (ng + 1) + g] + route.all_send[s * ng + g];
     }
   route.xoff.assign(ne * p + 1, 0);
-  for (std::size_t i = 0; i < ne * p; ++i) route.xoff[i + 1] = route.xoff[i] + recv_counts[i];
+  for (std::size_t i = 0; i < ne * p; ++i)
+    route.xoff[i + 1] = route.xoff[i] + recv_counts[i];
   route.soff.assign(ne * p + 1, 0);
   for (int s = 0; s < p; ++s)
     for (std::size_t e = 0; e < ne; ++e) {
@@ -144,7 +177,8 @@ std::size_t GemmAllToAllImpl::yoff(int s, std::size_t g) const {
   return route.ypre[s * (first_exp[comm.size] + 1) + g];
 }
 
-std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const {
+std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
+                                                   bool remote_first) const {
   std::vector<GemmTile> tiles;
   const int p = comm.size, me = comm.rank;
   for (int pass = 0; pass < (remote_first ? 3 : 1); ++pass)
@@ -170,10 +204,12 @@ void GemmAllToAllImpl::gemm_tile(std::span<const float* const> weights, const fl
 }
 
 void GemmAllToAllImpl::compute(std::span<const float* const> weights, const float* x,
-                               const std::vector<GemmTile>& tiles, std::size_t lds, const char* name) {
+                               const std::vector<GemmTile>& tiles, std::size_t lds,
+                               const char* name) {
   if (tiles.empty()) return;
   // Results go to the send buffer grouped by source rank, then expert (one block per destination).
-  compute_stream.launch({name, {tiles.size(), 1}, lds}, [this, weights, x, &tiles](const WorkgroupContext& wg) {
+  compute_stream.launch({name, {tiles.size(), 1}, lds}, [this, weights, x,
+                                                         &tiles](const WorkgroupContext& wg) {
     const GemmTile& t = tiles[wg.id];
     gemm_tile(weights, x, t, send_buf.data() + (route.soff[t.s * ne + t.e] + t.r0) * n + t.c0, n);
   });
@@ -199,7 +235,8 @@ void GemmAllToAllImpl::exchange(float* y, std::size_t c, std::size_t nc) {
   alltoallv(pub, send_buf.data(), sl, y, rl, DataType::Float32, {opt.algorithm});
 }
 
-void GemmAllToAllImpl::run_sequential(std::span<const float* const> weights, const float* x, float* y) {
+void GemmAllToAllImpl::run_sequential(std::span<const float* const> weights, const float* x,
+                                      float* y) {
   const std::vector<GemmTile> tiles = make_tiles(0, ne, false);
   compute(weights, x, tiles, 0, "moe.gemm");
   compute_stream.synchronize();
@@ -216,7 +253,8 @@ void GemmAllToAllImpl::run_shaped(std::span<const float* const> weights, const f
     tiles[c] = make_tiles(split_begin(ne, nc, c), split_begin(ne, nc, c + 1), false);
     compute(weights, x, tiles[c], lds, "moe.gemm.chunk");
     comm_stream.wait(compute_stream.record());
-    comm_stream.launch({"alltoallv.chunk", {1, 1}, 0}, [this, y, c, nc](const WorkgroupContext&) { exchange(y, c, nc); });
+    comm_stream.launch({"alltoallv.chunk", {1, 1}, 0},
+                       [this, y, c, nc](const WorkgroupContext&) { exchange(y, c, nc); });
   }
   compute_stream.synchronize();
   comm_stream.synchronize();
@@ -224,28 +262,34 @@ void GemmAllToAllImpl::run_shaped(std::span<const float* const> weights, const f
 
 }  // namespace detail
 
-GemmAllToAll::GemmAllToAll(Communicator& comm, Device& device, std::size_t local_experts, std::size_t k,
-                           std::size_t n, std::size_t max_rows_in, std::size_t max_rows_out, OpOptions options)
-    : impl_(std::make_unique<detail::GemmAllToAllImpl>(comm, device, local_experts, k, n, max_rows_in,
-                                                       max_rows_out, std::move(options))) {}
+GemmAllToAll::GemmAllToAll(Communicator& comm, Device& device, std::size_t local_experts,
+                           std::size_t k, std::size_t n, std::size_t max_rows_in,
+                           std::size_t max_rows_out, OpOptions options)
+    : impl_(std::make_unique<detail::GemmAllToAllImpl>(
+          comm, device, local_experts, k, n, max_rows_in, max_rows_out, std::move(options))) {}
 GemmAllToAll::~GemmAllToAll() = default;
 
 void GemmAllToAll::run(std::span<const float* const> weights, const float* x,
-                       std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
-                       float* y, Mode mode) {
+                       std::span<const std::size_t> recv_counts,
+                       std::span<const std::size_t> send_counts, float* y, Mode mode) {
   detail::check_op_call(impl_->comm, detail::CallKind::GemmAllToAll,
                         {impl_->k, impl_->n, impl_->first_exp.back()}, to_string(mode));
   impl_->prepare(weights, x, recv_counts, send_counts, y);
   switch (mode) {
-    case Mode::Sequential: return impl_->run_sequential(weights, x, y);
-    case Mode::Shaped: return impl_->run_shaped(weights, x, y);
-    case Mode::Fused: return impl_->run_fused(weights, x, y);
+    case Mode::Sequential:
+      return impl_->run_sequential(weights, x, y);
+    case Mode::Shaped:
+      return impl_->run_shaped(weights, x, y);
+    case Mode::Fused:
+      return impl_->run_fused(weights, x, y);
   }
-  throw Error(ErrorCode::InvalidArgument, fmt::format("GemmAllToAll::run: mode = {}", static_cast<int>(mode)));
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("GemmAllToAll::run: mode = {}", static_cast<int>(mode)));
 }
 
 void GemmAllToAll::compute_only(std::span<const float* const> weights, const float* x,
-                                std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts) {
+                                std::span<const std::size_t> recv_counts,
+                                std::span<const std::size_t> send_counts) {
   impl_->prepare(weights, x, recv_counts, send_counts, nullptr, false);
   const auto tiles = impl_->make_tiles(0, impl_->ne, false);
   impl_->compute(weights, x, tiles, 0, "moe.gemm");
@@ -258,10 +302,20 @@ void GemmAllToAll::collective_only(float* y) {
   impl_->exchange(y, 0, 1);
 }
 
-std::size_t GemmAllToAll::num_experts() const { return impl_->first_exp.back(); }
-std::size_t GemmAllToAll::first_expert() const { return impl_->first_exp[impl_->comm.rank]; }
-std::size_t GemmAllToAll::local_experts() const { return impl_->ne; }
-std::size_t GemmAllToAll::tile_rows() const { return impl_->tile_r; }
-std::size_t GemmAllToAll::tile_cols() const { return impl_->tile_c; }
+std::size_t GemmAllToAll::num_experts() const {
+  return impl_->first_exp.back();
+}
+std::size_t GemmAllToAll::first_expert() const {
+  return impl_->first_exp[impl_->comm.rank];
+}
+std::size_t GemmAllToAll::local_experts() const {
+  return impl_->ne;
+}
+std::size_t GemmAllToAll::tile_rows() const {
+  return impl_->tile_r;
+}
+std::size_t GemmAllToAll::tile_cols() const {
+  return impl_->tile_c;
+}
 
 }  // namespace tilecomm

@@ -1,6 +1,6 @@
 // One failure scenario under mpiexec, for tests/failure/run_failure_case.sh to judge.
 //
-//   failure_case --op allreduce|gemv|embedding --fault never|exit|abort [--absent R]
+//   failure_case --op allreduce|gemv|embedding|gemm --fault never|exit|abort [--absent R]
 //
 // Every rank makes one good call of the operation (so connections exist), then rank R (default:
 // the last) misbehaves before the second call: `never` skips it and waits in MPI_Barrier on
@@ -69,6 +69,11 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> idx = {0, 1, 2, 3}, off = {0, 1, 2, 3, 4};
   EmbeddingAllToAll* emb = nullptr;
   std::vector<float> out;
+  // GemmAllToAll, fused: one 4x4 expert per rank, every rank routes one row to every expert.
+  const std::size_t gk = 4, gn = 4;
+  std::vector<float> gw(gk * gn, 1.0f), gx(size * gk, 1.0f), gy(size * gn);
+  std::vector<std::size_t> gcounts(size, 1);
+  GemmAllToAll* gemm = nullptr;
 
   if (op == "allreduce") {
     call = [&] {
@@ -84,6 +89,12 @@ int main(int argc, char** argv) {
       const float* tables[] = {table.data()};
       EmbeddingBags bags[] = {{idx, off, {}}};
       emb->run(tables, bags, out.data(), Mode::Fused);
+    };
+  } else if (op == "gemm") {
+    gemm = new GemmAllToAll(*comm, *dev, 1, gk, gn, size, size);
+    call = [&] {
+      const float* weights[] = {gw.data()};
+      gemm->run(weights, gx.data(), gcounts, gcounts, gy.data(), Mode::Fused);
     };
   } else {
     std::fprintf(stderr, "failure_case: unknown --op %s\n", op.c_str());
