@@ -46,6 +46,7 @@ struct Options {
   double factor = 2;
   int iters = 10, warmup = 3, cus = 0, slots = 0;
   int free_cus = 1, chunks = 4;
+  std::size_t tile = 0;
   bool check = true, balance = false;
   std::string json, trace;
 };
@@ -59,17 +60,20 @@ struct Row {
   long long wrong = 0;
 };
 
-Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shape, bool write_trace) {
+Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shape,
+            bool write_trace) {
   OpOptions oo;
   oo.shaped.free_cus = o.free_cus;
   oo.shaped.chunks = o.chunks;
+  oo.tile = o.tile;
   auto bench = make_op_bench(o.op, comm, dev, shape, oo);
   Row row;
   row.shape = shape;
   row.shape_text = bench->shape();
   row.bytes = bench->bytes();
   std::vector<Mode> modes;
-  for (const auto& m : o.modes) modes.push_back(parse_mode(m));
+  for (const auto& m : o.modes)
+    modes.push_back(parse_mode(m));
   std::vector<double> tc, tm, tmode[3];
   // Variants take turns going first, so none always pays for waking an idle device.
   const int variants = 2 + static_cast<int>(modes.size());
@@ -77,14 +81,18 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shap
     double c = 0, m = 0, t[3] = {0, 0, 0};
     for (int j = 0; j < variants; ++j) {
       const int v = (j + it + o.warmup) % variants;
-      if (v == 0) c = timed([&] { bench->compute_only(); });
-      else if (v == 1) m = timed([&] { bench->collective_only(); });
-      else t[int(modes[v - 2])] = timed([&] { bench->run(modes[v - 2]); });
+      if (v == 0)
+        c = timed([&] { bench->compute_only(); });
+      else if (v == 1)
+        m = timed([&] { bench->collective_only(); });
+      else
+        t[int(modes[v - 2])] = timed([&] { bench->run(modes[v - 2]); });
     }
     if (it < 0) continue;
     tc.push_back(c);
     tm.push_back(m);
-    for (Mode mode : modes) tmode[int(mode)].push_back(t[int(mode)]);
+    for (Mode mode : modes)
+      tmode[int(mode)].push_back(t[int(mode)]);
   }
   row.compute = stats_of(tc);
   row.comm = stats_of(tm);
@@ -113,14 +121,17 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shap
     std::vector<int> lens(comm.size()), displs(comm.size());
     MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
     int total = 0;
-    for (int r = 0; r < comm.size(); ++r) displs[r] = total, total += lens[r];
+    for (int r = 0; r < comm.size(); ++r)
+      displs[r] = total, total += lens[r];
     std::string all(comm.rank() == 0 ? total : 0, '\0');
-    MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+                MPI_COMM_WORLD);
     if (comm.rank() == 0) {
       nlohmann::json merged = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ns"}};
       for (int r = 0; r < comm.size(); ++r) {
         const nlohmann::json part = nlohmann::json::parse(all.substr(displs[r], lens[r]));
-        for (const auto& e : part["traceEvents"]) merged["traceEvents"].push_back(e);
+        for (const auto& e : part["traceEvents"])
+          merged["traceEvents"].push_back(e);
       }
       std::ofstream(o.trace) << merged.dump() << '\n';
     }
@@ -150,10 +161,12 @@ int main(int argc, char** argv) {
   CLI::App app{"Fused operators: sequential vs shaped vs fused, with compute-only and comm-only"};
   app.add_option("--op", o.op, "gemv_allreduce | embedding_alltoall | gemm_alltoall");
   app.add_option("--modes", o.modes, "modes to run (default all)")->delimiter(',');
-  app.add_option("-b,--begin", o.begin, "first size (GEMV: M, embedding: global batch, MoE: tokens per rank)");
+  app.add_option("-b,--begin", o.begin,
+                 "first size (GEMV: M, embedding: global batch, MoE: tokens per rank)");
   app.add_option("-e,--end", o.end, "last size");
   app.add_option("-f,--factor", o.factor, "size step factor");
-  app.add_option("--ratio", o.ratio, "balance knob (GEMV: K per rank, embedding: bag size, MoE: K)");
+  app.add_option("--ratio", o.ratio,
+                 "balance knob (GEMV: K per rank, embedding: bag size, MoE: K)");
   app.add_option("--dim", o.dim, "embedding dim / MoE N");
   app.add_option("--tables", o.tables, "embedding tables / MoE experts per rank");
   app.add_option("-n,--iters", o.iters, "timed iterations");
@@ -162,8 +175,10 @@ int main(int argc, char** argv) {
   app.add_option("--slots", o.slots, "WG slots per CU (0: TILECOMM_WG_SLOTS)");
   app.add_option("--free-cus", o.free_cus, "shaped: CUs' worth of slots left to the comm kernel");
   app.add_option("--chunks", o.chunks, "shaped: chunks");
+  app.add_option("--tile", o.tile, "tile size along the tiled dimension (0: the op's default)");
   app.add_option("-c,--check", o.check, "check every mode against sequential (1/0)");
-  app.add_flag("--balance", o.balance, "search the ratio where compute ~ communication, report there");
+  app.add_flag("--balance", o.balance,
+               "search the ratio where compute ~ communication, report there");
   app.add_option("--json", o.json, "write one JSON object per row");
   app.add_option("--trace", o.trace, "write a Chrome trace of one fused iteration (last row)");
   int rc = 0;
@@ -198,7 +213,9 @@ int main(int argc, char** argv) {
         quick.modes = {};
         quick.check = false;
         Row r = measure(quick, comm, dev, s, false);
-        if (root) fmt::print("# balance: {} compute {:.0f} us, comm {:.0f} us\n", r.shape_text, r.compute.median, r.comm.median);
+        if (root)
+          fmt::print("# balance: {} compute {:.0f} us, comm {:.0f} us\n", r.shape_text,
+                     r.compute.median, r.comm.median);
         (r.compute.median < r.comm.median ? lo : hi) = s.ratio;
       }
       base.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
@@ -207,22 +224,30 @@ int main(int argc, char** argv) {
     if (!o.end) o.end = base.size;
     std::vector<Row> rows;
     if (root)
-      fmt::print("# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; times in us: median [min, max] of "
-                 "the slowest rank\n{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} {:>6}\n",
-                 o.op, comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), "shape", "bytes",
-                 "compute", "comm", "sequential", "shaped", "fused", "shaped%", "fused%", "overlap", "wrong");
-    for (std::size_t size = base.size; size <= o.end; size = std::max(size + 1, static_cast<std::size_t>(size * o.factor))) {
+      fmt::print(
+          "# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; times in us: median [min, max] "
+          "of "
+          "the slowest rank\n{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} "
+          "{:>6}\n",
+          o.op, comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), "shape",
+          "bytes", "compute", "comm", "sequential", "shaped", "fused", "shaped%", "fused%",
+          "overlap", "wrong");
+    for (std::size_t size = base.size; size <= o.end;
+         size = std::max(size + 1, static_cast<std::size_t>(size * o.factor))) {
       Shape s = base;
       s.size = size;
       const bool last = static_cast<std::size_t>(size * o.factor) > o.end;
       Row r = measure(o, comm, dev, s, last && !o.trace.empty());
       rows.push_back(r);
       if (root) {
-        auto cell = [](const Stats& st) { return fmt::format("{:.0f} [{:.0f},{:.0f}]", st.median, st.min, st.max); };
-        fmt::print("{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>6.1f}% {:>6.1f}% {:>7.2f} {:>6}\n",
-                   r.shape_text, r.bytes, cell(r.compute), cell(r.comm), cell(r.mode[0]), cell(r.mode[1]),
-                   cell(r.mode[2]), 100 * reduction(r, Mode::Shaped), 100 * reduction(r, Mode::Fused),
-                   overlap_efficiency(r), r.wrong);
+        auto cell = [](const Stats& st) {
+          return fmt::format("{:.0f} [{:.0f},{:.0f}]", st.median, st.min, st.max);
+        };
+        fmt::print(
+            "{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>6.1f}% {:>6.1f}% {:>7.2f} {:>6}\n",
+            r.shape_text, r.bytes, cell(r.compute), cell(r.comm), cell(r.mode[0]), cell(r.mode[1]),
+            cell(r.mode[2]), 100 * reduction(r, Mode::Shaped), 100 * reduction(r, Mode::Fused),
+            overlap_efficiency(r), r.wrong);
         std::fflush(stdout);
       }
       if (o.factor <= 1) break;
@@ -230,20 +255,38 @@ int main(int argc, char** argv) {
     if (root && !o.json.empty()) {
       nlohmann::json out = nlohmann::json::array();
       for (const Row& r : rows)
-        out.push_back({{"op", o.op}, {"ranks", comm.size()}, {"nodes", comm.num_nodes()}, {"shape", r.shape_text},
-                       {"size", r.shape.size}, {"ratio", r.shape.ratio}, {"bytes", r.bytes},
-                       {"compute_us", r.compute.median}, {"comm_us", r.comm.median},
-                       {"sequential_us", r.mode[0].median}, {"shaped_us", r.mode[1].median},
+        out.push_back({{"op", o.op},
+                       {"ranks", comm.size()},
+                       {"nodes", comm.num_nodes()},
+                       {"shape", r.shape_text},
+                       {"size", r.shape.size},
+                       {"ratio", r.shape.ratio},
+                       {"bytes", r.bytes},
+                       {"compute_us", r.compute.median},
+                       {"comm_us", r.comm.median},
+                       {"sequential_us", r.mode[0].median},
+                       {"shaped_us", r.mode[1].median},
                        {"fused_us", r.mode[2].median},
-                       {"min_us", {{"compute", r.compute.min}, {"comm", r.comm.min}, {"sequential", r.mode[0].min},
-                                   {"shaped", r.mode[1].min}, {"fused", r.mode[2].min}}},
-                       {"max_us", {{"compute", r.compute.max}, {"comm", r.comm.max}, {"sequential", r.mode[0].max},
-                                   {"shaped", r.mode[1].max}, {"fused", r.mode[2].max}}},
-                       {"reduction_fused", reduction(r, Mode::Fused)}, {"reduction_shaped", reduction(r, Mode::Shaped)},
-                       {"overlap_efficiency", overlap_efficiency(r)}, {"wrong", r.wrong}});
+                       {"min_us",
+                        {{"compute", r.compute.min},
+                         {"comm", r.comm.min},
+                         {"sequential", r.mode[0].min},
+                         {"shaped", r.mode[1].min},
+                         {"fused", r.mode[2].min}}},
+                       {"max_us",
+                        {{"compute", r.compute.max},
+                         {"comm", r.comm.max},
+                         {"sequential", r.mode[0].max},
+                         {"shaped", r.mode[1].max},
+                         {"fused", r.mode[2].max}}},
+                       {"reduction_fused", reduction(r, Mode::Fused)},
+                       {"reduction_shaped", reduction(r, Mode::Shaped)},
+                       {"overlap_efficiency", overlap_efficiency(r)},
+                       {"wrong", r.wrong}});
       std::ofstream(o.json) << out.dump(2) << '\n';
     }
-    for (const Row& r : rows) rc |= r.wrong != 0;
+    for (const Row& r : rows)
+      rc |= r.wrong != 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fused_perf: {}\n", e.what());
     rc = 2;

@@ -12,42 +12,39 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 perf="$build/bench/fused/fused_perf"
 local_mpirun=(mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1)
-iters=(-n 20 -w 3)
+iters=(-n "${ITERS:-30}" -w 3)
 
-# Shapes: size and ratio knob per op and setting (chosen so compute ~ comm on this machine).
+# Shapes: the size and fixed knobs per op; the ratio knob (GEMV: K per rank, embedding: bag size,
+# MoE: K) is searched by --balance in every setting so that compute ~ communication on the machine
+# at hand (the balanced point of the papers' tables). The JSON records the ratio found.
 declare -A shape=(
-  [shm,gemv_allreduce]="-b 262144 --ratio 8"
-  [shm,embedding_alltoall]="-b 4096 --ratio 1 --dim 64 --tables 4"
-  [shm,gemm_alltoall]="-b 2048 --ratio 32 --dim 256 --tables 4"
-  [1gbit,gemv_allreduce]="-b 262144 --ratio 128"
-  [1gbit,embedding_alltoall]="-b 4096 --ratio 8 --dim 64 --tables 4"
-  [1gbit,gemm_alltoall]="-b 2048 --ratio 512 --dim 256 --tables 4"
-  [5gbit,gemv_allreduce]="-b 262144 --ratio 32"
-  [5gbit,embedding_alltoall]="-b 4096 --ratio 2 --dim 64 --tables 4"
-  [5gbit,gemm_alltoall]="-b 2048 --ratio 128 --dim 256 --tables 4"
+  [gemv_allreduce]="-b 262144"
+  [embedding_alltoall]="-b 4096 --dim 64 --tables 4"
+  [gemm_alltoall]="-b 2048 --dim 256 --tables 4"
 )
 ops=(gemv_allreduce embedding_alltoall gemm_alltoall)
+ratio_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["ratio"])' "$1"; }
 
 for op in "${ops[@]}"; do
   # One node: each rank gets the machine's cores as CUs (default).
   # shellcheck disable=SC2086
-  "${local_mpirun[@]}" "$perf" --op "$op" ${shape[shm,$op]} "${iters[@]}" --json "$out/${op}_shm.json"
+  "${local_mpirun[@]}" "$perf" --op "$op" ${shape[$op]} --balance "${iters[@]}" --json "$out/${op}_shm.json"
   for rate in 1gbit 5gbit; do
     # Two emulated nodes on 2 cores: one CU per rank (a node = one core's worth of compute).
     # shellcheck disable=SC2086
     "$root/tools/cluster/cluster.sh" --nodes 2 --rate "$rate" -- \
-      "$perf" --op "$op" ${shape[$rate,$op]} --cus 1 "${iters[@]}" --json "$out/${op}_${rate}.json" \
+      "$perf" --op "$op" ${shape[$op]} --balance --cus 1 "${iters[@]}" --json "$out/${op}_${rate}.json" \
       ${TRACE:+--trace "$out/${op}_${rate}_trace.json"}
   done
 done
 
-# Sweep on the 1 Gbit/s link for the plot.
+# Sweep on the 1 Gbit/s link for the plot, at the balanced ratio, from a quarter of the size up.
 for op in "${ops[@]}"; do
-  read -r -a s <<<"${shape[1gbit,$op]}"  # "-b SIZE" first, then the other knobs
+  read -r -a s <<<"${shape[$op]}"  # "-b SIZE" first, then the fixed knobs
   base=${s[1]}
   "$root/tools/cluster/cluster.sh" --nodes 2 --rate 1gbit -- \
-    "$perf" --op "$op" "${s[@]:2}" -b $((base / 4)) -e "$base" -f 2 --cus 1 -n 10 -w 2 \
-    --json "$out/${op}_1gbit_sweep.json"
+    "$perf" --op "$op" "${s[@]:2}" --ratio "$(ratio_of "$out/${op}_1gbit.json")" \
+    -b $((base / 4)) -e "$base" -f 2 --cus 1 -n 10 -w 2 --json "$out/${op}_1gbit_sweep.json"
 done
 /usr/bin/python3 "$root/tools/plot_fused.py" "$out/fused_1gbit.png" \
   "$out/gemv_allreduce_1gbit_sweep.json" "$out/embedding_alltoall_1gbit_sweep.json" \
