@@ -3,11 +3,14 @@
 # balanced shape (compute ~ communication), on (a) one node over shared memory and (b) two emulated
 # nodes (tools/cluster, network namespaces) joined by 1 Gbit/s and 5 Gbit/s links; plus a size sweep
 # on the 1 Gbit/s link for the plot. Writes JSON to bench/results/ and prints the README table.
-# Needs root (network namespaces) for (b). Usage: bench/fused/run_suite.sh [build dir]
+# Needs root (network namespaces) for (b) and python3-matplotlib for the plots.
+# Usage: [TRACE=1] [ITERS=30] bench/fused/run_suite.sh [build dir]   (TRACE=1: also timelines)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build}"
 out="$root/bench/results"
+/usr/bin/python3 -c "import matplotlib" 2>/dev/null ||
+  { echo "run_suite.sh: needs Debian's python3-matplotlib (apt-get install python3-matplotlib)" >&2; exit 2; }
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 perf="$build/bench/fused/fused_perf"
@@ -50,3 +53,10 @@ done
   "$out/gemv_allreduce_1gbit_sweep.json" "$out/embedding_alltoall_1gbit_sweep.json" \
   "$out/gemm_alltoall_1gbit_sweep.json"
 /usr/bin/python3 "$root/tools/fused_table.py" "$out"/*_{shm,1gbit,5gbit}.json
+# Timelines of one fused iteration per operator on the 1 Gbit/s link (TRACE=1 runs only).
+if [ -n "${TRACE:-}" ]; then
+  for op in "${ops[@]}"; do
+    /usr/bin/python3 "$root/tools/plot_trace.py" "$out/${op}_1gbit_trace.json" "$out/${op}_1gbit_trace.png" \
+      "$op, fused, one iteration, 2 emulated nodes at 1 Gbit/s"
+  done
+fi
