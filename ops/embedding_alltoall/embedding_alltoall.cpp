@@ -202,6 +202,7 @@ void EmbeddingAllToAllImpl::exchange(const float* send, float* out, std::size_t 
   const std::size_t total = first_tab[p];
   for (int s = 0; s < p; ++s) {
     const std::size_t ts = first_tab[s + 1] - first_tab[s];
+    if (ts == 0) continue;  // nothing from s; recv_buf may be empty (memcpy from null is UB)
     for (std::size_t b = mlo; b < mhi; ++b)
       std::memcpy(out + (b * total + first_tab[s]) * dim,
                   recv_buf.data() + recv_off[s] + b * ts * dim, ts * dim * sizeof(float));
