@@ -171,7 +171,11 @@ void DeviceImpl::finish_task(Worker& w, const Task& t, std::exception_ptr error)
       cu.lds_used -= k.lds;
     }
     if (error) {
-      if (!first_error) first_error = error;
+      // Our reference is dropped here, under `mu`, which rethrow_error() takes: the host may
+      // destroy the exception after rethrowing it. (Dropped after the lock, the two reference
+      // counts were ordered only inside the uninstrumented libstdc++, a TSan report.)
+      if (!first_error) first_error = std::move(error);
+      error = nullptr;
       k.total = k.next;  // cancel the WGs not yet dispatched
     }
     ++k.done;
