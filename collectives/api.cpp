@@ -7,6 +7,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/check.hpp"
+#include "collectives/validate.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/wait.hpp"
@@ -55,24 +56,31 @@ std::size_t extent(const CollArgs& a, const char* arg, std::size_t n, std::size_
 }
 
 void check_buffer(const CollArgs& a, const char* arg, const void* p, std::size_t bytes) {
-  if (p == nullptr && bytes > 0) invalid(a, fmt::format("{} is null with {} bytes to access", arg, bytes));
+  if (p == nullptr && bytes > 0)
+    invalid(a, fmt::format("{} is null with {} bytes to access", arg, bytes));
 }
 
+// Without forming y + nb or x + na, which could wrap.
 bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
   if (na == 0 || nb == 0) return false;
   auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + nb && y < x + na;
+  return x >= y ? x - y < nb : y - x < na;
 }
 
-// Send/recv extents, and the send address that means "in place".
+}  // namespace
+
+// Send/recv extents, and the send address that means "in place" (collectives/validate.hpp).
 void check_layout(CollArgs& a, int rank, int size) {
   if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DataType::BFloat16))
     invalid(a, fmt::format("dtype = {} is not a DataType", static_cast<int>(a.dtype)));
   if (static_cast<unsigned>(a.op) > static_cast<unsigned>(ReduceOp::Min))
     invalid(a, fmt::format("op = {} is not a ReduceOp", static_cast<int>(a.op)));
   std::size_t send_bytes = 0, recv_bytes = 0;
-  const std::byte* in_place_send = nullptr;
-  const auto* recv = static_cast<const std::byte*>(a.recv);
+  // The send address that means "in place", as an integer: recv -/+ rank blocks is computed
+  // before the extents are known to fit the address space, and pointer arithmetic that wraps is UB.
+  // 0: no in-place address (null recv, or the block would lie outside the address space).
+  std::uintptr_t in_place_send = 0;
+  const auto recv = reinterpret_cast<std::uintptr_t>(a.recv);
 
   switch (a.coll) {
     case Collective::AllReduce:
@@ -82,23 +90,25 @@ void check_layout(CollArgs& a, int rank, int size) {
     case Collective::ReduceScatter:
       recv_bytes = extent(a, "recv_count", a.count);
       send_bytes = extent(a, "recv_count", a.count, size);
-      in_place_send = recv ? recv - rank * recv_bytes : nullptr;
+      if (recv && rank * recv_bytes <= recv) in_place_send = recv - rank * recv_bytes;
       break;
     case Collective::AllGather:
       send_bytes = extent(a, "send_count", a.count);
       recv_bytes = extent(a, "send_count", a.count, size);
-      in_place_send = recv ? recv + rank * send_bytes : nullptr;
+      if (recv && rank * send_bytes <= UINTPTR_MAX - recv) in_place_send = recv + rank * send_bytes;
       break;
     case Collective::AllToAll:
       send_bytes = recv_bytes = extent(a, "count", a.count, size);
       in_place_send = recv;
       break;
     case Collective::AllToAllv: {
-      for (auto [layout, side] : {std::pair{&a.send_layout, "send"}, std::pair{&a.recv_layout, "recv"}}) {
+      for (auto [layout, side] :
+           {std::pair{&a.send_layout, "send"}, std::pair{&a.recv_layout, "recv"}}) {
         if (layout->counts.size() != static_cast<std::size_t>(size) ||
             layout->displs.size() != static_cast<std::size_t>(size))
-          invalid(a, fmt::format("{}_layout has {} counts and {} displs; the communicator has {} ranks",
-                                 side, layout->counts.size(), layout->displs.size(), size));
+          invalid(
+              a, fmt::format("{}_layout has {} counts and {} displs; the communicator has {} ranks",
+                             side, layout->counts.size(), layout->displs.size(), size));
         extent(a, fmt::format("{}_layout.capacity", side).c_str(), layout->capacity);
         for (int p = 0; p < size; ++p) {
           std::size_t c = layout->counts[p], d = layout->displs[p];
@@ -116,11 +126,13 @@ void check_layout(CollArgs& a, int rank, int size) {
   check_buffer(a, "send", a.send, send_bytes);
   check_buffer(a, "recv", a.recv, recv_bytes);
   a.in_place = a.coll != Collective::AllToAllv && a.send != nullptr &&
-               static_cast<const std::byte*>(a.send) == in_place_send && send_bytes > 0;
+               reinterpret_cast<std::uintptr_t>(a.send) == in_place_send && send_bytes > 0;
   if (!a.in_place && overlap(a.send, send_bytes, a.recv, recv_bytes))
     invalid(a, fmt::format("send [{}, +{} B) and recv [{}, +{} B) overlap without being in place",
                            a.send, send_bytes, a.recv, recv_bytes));
 }
+
+namespace {
 
 Request post(Communicator& comm, CollArgs args, const CollectiveOptions& options, bool blocking) {
   CommImpl& c = comm.impl();
@@ -163,7 +175,8 @@ CollArgs make(Collective coll, const void* send, void* recv, std::size_t count, 
   return a;
 }
 
-CollArgs make_v(const void* send, const VarLayout& sl, void* recv, const VarLayout& rl, DataType dtype) {
+CollArgs make_v(const void* send, const VarLayout& sl, void* recv, const VarLayout& rl,
+                DataType dtype) {
   CollArgs a = make(Collective::AllToAllv, send, recv, 0, dtype, ReduceOp::Sum);
   a.send_layout = sl;
   a.recv_layout = rl;
