@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config clang-format
+  clang libclang-rt-14-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev liblapacke-dev
   libgtest-dev libgmock-dev libbenchmark-dev
