@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "collectives/validate.hpp"
+#include "fuzz_common.hpp"
 #include "tilecomm/error.hpp"
 
 using namespace tilecomm;
@@ -16,31 +17,15 @@ using detail::CollArgs;
 
 namespace {
 
-struct Input {
-  const std::uint8_t* p;
-  std::size_t n;
-  std::uint8_t byte() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
-  }
-  // A count: small values, powers of two near overflow, or 8 raw bytes.
-  std::uint64_t count() {
-    const std::uint8_t kind = byte();
-    if (kind < 160) return byte();
-    if (kind < 220) return (std::uint64_t{1} << (byte() % 64)) + (byte() % 3) - 1;
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-      v = (v << 8) | byte();
-    return v;
-  }
-};
-
-void require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_collective_args: contract broken: %s\n", what);
-    std::abort();
-  }
+// A count: small values, powers of two near overflow, or 8 raw bytes.
+std::uint64_t count(fuzz::Input& in) {
+  const std::uint8_t kind = in.byte();
+  if (kind < 160) return in.byte();
+  if (kind < 220) return (std::uint64_t{1} << (in.byte() % 64)) + (in.byte() % 3) - 1;
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v = (v << 8) | in.byte();
+  return v;
 }
 
 using u128 = unsigned __int128;
@@ -49,20 +34,20 @@ constexpr u128 kMax = static_cast<u128>(std::numeric_limits<std::int64_t>::max()
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Input in{data, size};
+  fuzz::Input in{data, size};
   CollArgs a;
   a.coll = static_cast<Collective>(in.byte() % 5);
   a.dtype = static_cast<DataType>(in.byte() % 7);  // 5, 6: not a DataType
   a.op = static_cast<ReduceOp>(in.byte() % 4);     // 3: not a ReduceOp
   const int nranks = 1 + in.byte() % 9;
   const int rank = in.byte() % nranks;
-  a.count = in.count();
+  a.count = count(in);
   // Synthetic addresses in one arena (never dereferenced): null, or base + offset.
   const std::uintptr_t base = std::uintptr_t{1} << 40;
   auto address = [&]() -> std::uintptr_t {
     const std::uint8_t k = in.byte();
     if (k < 16) return 0;
-    return base + static_cast<std::uintptr_t>(in.count() % (std::uint64_t{1} << 36));
+    return base + static_cast<std::uintptr_t>(count(in) % (std::uint64_t{1} << 36));
   };
   a.send = reinterpret_cast<const void*>(address());
   a.recv = reinterpret_cast<void*>(address());
@@ -71,24 +56,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (VarLayout* l : {&a.send_layout, &a.recv_layout}) {
       const int entries = (in.byte() % 4 == 0) ? in.byte() % 10 : nranks;  // sometimes wrong
       for (int i = 0; i < entries; ++i) {
-        l->counts.push_back(in.count());
-        l->displs.push_back(in.count());
+        l->counts.push_back(count(in));
+        l->displs.push_back(count(in));
       }
-      l->capacity = in.count();
+      l->capacity = count(in);
     }
   }
   try {
     detail::check_layout(a, rank, nranks);
   } catch (const Error& e) {
-    require(e.code() == ErrorCode::InvalidArgument, "error code is InvalidArgument");
-    require(e.message().rfind(std::string(to_string(a.coll)) + ": ", 0) == 0,
-            "error names the collective");
+    fuzz::require(e.code() == ErrorCode::InvalidArgument, "error code is InvalidArgument");
+    fuzz::require(e.message().rfind(std::string(to_string(a.coll)) + ": ", 0) == 0,
+                  "error names the collective");
     return 0;
   }
   // Accepted: check the contract independently.
-  require(static_cast<unsigned>(a.dtype) <= static_cast<unsigned>(DataType::BFloat16),
-          "dtype in range");
-  require(static_cast<unsigned>(a.op) <= static_cast<unsigned>(ReduceOp::Min), "op in range");
+  fuzz::require(static_cast<unsigned>(a.dtype) <= static_cast<unsigned>(DataType::BFloat16),
+                "dtype in range");
+  fuzz::require(static_cast<unsigned>(a.op) <= static_cast<unsigned>(ReduceOp::Min), "op in range");
   const u128 elem = size_of(a.dtype);
   u128 send_bytes = 0, recv_bytes = 0;
   switch (a.coll) {
@@ -108,25 +93,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case Collective::AllToAllv:
       for (const VarLayout* l : {&a.send_layout, &a.recv_layout}) {
-        require(l->counts.size() == static_cast<std::size_t>(nranks) &&
-                    l->displs.size() == l->counts.size(),
-                "layout sizes");
+        fuzz::require(l->counts.size() == static_cast<std::size_t>(nranks) &&
+                          l->displs.size() == l->counts.size(),
+                      "layout sizes");
         for (int q = 0; q < nranks; ++q)
-          require(u128(l->counts[q]) + l->displs[q] <= l->capacity, "layout inside capacity");
-        require(u128(l->capacity) * elem <= kMax, "capacity fits");
+          fuzz::require(u128(l->counts[q]) + l->displs[q] <= l->capacity, "layout inside capacity");
+        fuzz::require(u128(l->capacity) * elem <= kMax, "capacity fits");
       }
       send_bytes = u128(a.send_layout.capacity) * elem;
       recv_bytes = u128(a.recv_layout.capacity) * elem;
       break;
   }
-  require(send_bytes <= kMax && recv_bytes <= kMax, "extents fit in int64");
-  require(a.send != nullptr || send_bytes == 0, "send non-null when used");
-  require(a.recv != nullptr || recv_bytes == 0, "recv non-null when used");
+  fuzz::require(send_bytes <= kMax && recv_bytes <= kMax, "extents fit in int64");
+  fuzz::require(a.send != nullptr || send_bytes == 0, "send non-null when used");
+  fuzz::require(a.recv != nullptr || recv_bytes == 0, "recv non-null when used");
   const u128 s = reinterpret_cast<std::uintptr_t>(a.send),
              r = reinterpret_cast<std::uintptr_t>(a.recv);
   const bool overlap = send_bytes > 0 && recv_bytes > 0 && s < r + recv_bytes && r < s + send_bytes;
-  require(!overlap || a.in_place, "overlap only when in place");
+  fuzz::require(!overlap || a.in_place, "overlap only when in place");
   if (a.in_place)
-    require(a.coll != Collective::AllToAllv && send_bytes > 0, "in place is a real in-place call");
+    fuzz::require(a.coll != Collective::AllToAllv && send_bytes > 0,
+                  "in place is a real in-place call");
   return 0;
 }

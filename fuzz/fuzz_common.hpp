@@ -1,6 +1,6 @@
 #pragma once
-// Shared pieces of the operator fuzzers: a byte reader, a contract check that aborts (libFuzzer
-// reports it as a crash), and MPI set-up for a single-rank (MPI_COMM_SELF) communicator.
+// Shared pieces of the fuzzers: a byte reader, a contract check that aborts (libFuzzer reports it
+// as a crash), and MPI set-up for a single-rank (MPI_COMM_SELF) communicator.
 #include <mpi.h>
 
 #include <cstdint>

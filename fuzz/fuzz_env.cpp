@@ -8,17 +8,9 @@
 #include <map>
 #include <string>
 
+#include "fuzz_common.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-
-namespace {
-void require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_env: contract broken: %s\n", what);
-    std::abort();
-  }
-}
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::map<std::string, std::string> vars;
@@ -39,21 +31,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (it == vars.end()) return std::nullopt;
           return it->second;
         });
-    require(e.cus >= 0 && e.cus <= 4096, "TILECOMM_CUS range");
-    require(e.wg_slots >= 1 && e.wg_slots <= 64, "TILECOMM_WG_SLOTS range");
-    require(e.lds_bytes <= (std::size_t{1} << 30), "TILECOMM_LDS_BYTES range");
-    require(std::isfinite(e.spin_us) && e.spin_us >= 0 && e.spin_us <= 1e6,
-            "TILECOMM_SPIN_US range");
-    require(std::isfinite(e.timeout_s) && e.timeout_s >= 0 && e.timeout_s <= 1e7,
-            "TILECOMM_TIMEOUT_S range");
-    require(e.node_size >= 0 && e.node_size <= (1 << 20), "TILECOMM_NODE_SIZE range");
-    require(e.shm_bytes <= (std::size_t{64} << 30), "TILECOMM_SHM_BYTES range");
+    fuzz::require(e.cus >= 0 && e.cus <= 4096, "TILECOMM_CUS range");
+    fuzz::require(e.wg_slots >= 1 && e.wg_slots <= 64, "TILECOMM_WG_SLOTS range");
+    fuzz::require(e.lds_bytes <= (std::size_t{1} << 30), "TILECOMM_LDS_BYTES range");
+    fuzz::require(std::isfinite(e.spin_us) && e.spin_us >= 0 && e.spin_us <= 1e6,
+                  "TILECOMM_SPIN_US range");
+    fuzz::require(std::isfinite(e.timeout_s) && e.timeout_s >= 0 && e.timeout_s <= 1e7,
+                  "TILECOMM_TIMEOUT_S range");
+    fuzz::require(e.node_size >= 0 && e.node_size <= (1 << 20), "TILECOMM_NODE_SIZE range");
+    fuzz::require(e.shm_bytes <= (std::size_t{64} << 30), "TILECOMM_SHM_BYTES range");
     for (const auto& row : e.describe())
-      require(row.name.rfind("TILECOMM_", 0) == 0, "describe() names");
+      fuzz::require(row.name.rfind("TILECOMM_", 0) == 0, "describe() names");
   } catch (const tilecomm::Error& err) {
-    require(err.code() == tilecomm::ErrorCode::InvalidArgument, "error code is InvalidArgument");
-    require(err.message().find("environment variable TILECOMM_") != std::string::npos,
-            "error names the variable");
+    fuzz::require(err.code() == tilecomm::ErrorCode::InvalidArgument,
+                  "error code is InvalidArgument");
+    fuzz::require(err.message().find("environment variable TILECOMM_") != std::string::npos,
+                  "error names the variable");
   }
   return 0;
 }
