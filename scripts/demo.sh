@@ -26,4 +26,5 @@ for op in gemv_allreduce embedding_alltoall gemm_alltoall; do
 done
 echo
 echo "For the same comparison across 2 emulated nodes on a 1 Gbit/s link (as root):"
-echo "  tools/cluster/cluster.sh --nodes 2 --rate 1gbit -- $build/bench/fused/fused_perf --op gemv_allreduce --balance"
+echo "  tools/cluster/cluster.sh --nodes 2 --rate 1gbit -- $build/bench/fused/fused_perf --op gemv_allreduce --balance --cus 1"
+echo "  (every README figure: TRACE=1 bench/fused/run_suite.sh)"
