@@ -225,10 +225,9 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     if (root)
       fmt::print(
-          "# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; times in us: median [min, max] "
-          "of "
-          "the slowest rank\n{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} "
-          "{:>6}\n",
+          "# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; "
+          "times in us: median [min, max] of the slowest rank\n"
+          "{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} {:>6}\n",
           o.op, comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), "shape",
           "bytes", "compute", "comm", "sequential", "shaped", "fused", "shaped%", "fused%",
           "overlap", "wrong");
