@@ -253,6 +253,14 @@ int main(int argc, char** argv) {
     }
     if (root && !o.json.empty()) {
       nlohmann::json out = nlohmann::json::array();
+      // One statistic (min or max) of every variant, by name.
+      auto per_variant = [](const Row& r, double Stats::*field) {
+        return nlohmann::json{{"compute", r.compute.*field},
+                              {"comm", r.comm.*field},
+                              {"sequential", r.mode[0].*field},
+                              {"shaped", r.mode[1].*field},
+                              {"fused", r.mode[2].*field}};
+      };
       for (const Row& r : rows)
         out.push_back({{"op", o.op},
                        {"ranks", comm.size()},
@@ -266,18 +274,8 @@ int main(int argc, char** argv) {
                        {"sequential_us", r.mode[0].median},
                        {"shaped_us", r.mode[1].median},
                        {"fused_us", r.mode[2].median},
-                       {"min_us",
-                        {{"compute", r.compute.min},
-                         {"comm", r.comm.min},
-                         {"sequential", r.mode[0].min},
-                         {"shaped", r.mode[1].min},
-                         {"fused", r.mode[2].min}}},
-                       {"max_us",
-                        {{"compute", r.compute.max},
-                         {"comm", r.comm.max},
-                         {"sequential", r.mode[0].max},
-                         {"shaped", r.mode[1].max},
-                         {"fused", r.mode[2].max}}},
+                       {"min_us", per_variant(r, &Stats::min)},
+                       {"max_us", per_variant(r, &Stats::max)},
                        {"reduction_fused", reduction(r, Mode::Fused)},
                        {"reduction_shaped", reduction(r, Mode::Shaped)},
                        {"overlap_efficiency", overlap_efficiency(r)},
