@@ -1,6 +1,7 @@
 #pragma once
-// What an algorithm is: a name, a collective, a check that may decline, and a body.
-// Each collective keeps its list and its default table in collectives/<coll>/<coll>.cpp.
+// What an algorithm is: a name, a collective, a test that may decline, and a body; and how one is
+// chosen. Each collective keeps its list and its default table in collectives/<coll>/<coll>.cpp
+// (thresholds: collectives/default_thresholds.hpp); selection is in collectives/select.cpp.
 
 #include <cstddef>
 #include <string>
@@ -44,6 +45,9 @@ struct Algorithm {
 const std::vector<const Algorithm*>& algorithms_of(Collective c);
 /// The default choice for these arguments (the table, derived from bench measurements).
 const Algorithm& default_algorithm(const CommImpl& comm, const CollArgs& args);
+/// The TILECOMM_<COLLECTIVE> override of a collective (All-to-Allv: TILECOMM_ALLTOALL); empty
+/// when unset.
+const std::string& algorithm_override(Collective c);
 
 /// The algorithm to run: `requested`, else the TILECOMM_* override, else the default. Throws
 /// Error(InvalidArgument) for an unknown name (listing the valid ones) and Error(NotSupported)

@@ -6,8 +6,8 @@
 #include <limits>
 
 #include "collectives/algorithm.hpp"
-#include "collectives/check.hpp"
 #include "collectives/validate.hpp"
+#include "collectives/verify.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/wait.hpp"
@@ -19,6 +19,14 @@ struct Request::State {
   std::exception_ptr error;  // written before done is set
   detail::CollArgs args;     // owns the All-to-Allv layouts while the request is in flight
 };
+
+namespace detail {
+/// How the collectives make a Request (its constructor is private).
+struct RequestAccess {
+  using State = Request::State;
+  static Request make(std::shared_ptr<State> state) { return Request(std::move(state)); }
+};
+}  // namespace detail
 
 bool Request::test() {
   if (!state_) return true;
@@ -55,9 +63,25 @@ std::size_t extent(const CollArgs& a, const char* arg, std::size_t n, std::size_
   return n * mult * a.elem();
 }
 
-void check_buffer(const CollArgs& a, const char* arg, const void* p, std::size_t bytes) {
+void validate_buffer(const CollArgs& a, const char* arg, const void* p, std::size_t bytes) {
   if (p == nullptr && bytes > 0)
     invalid(a, fmt::format("{} is null with {} bytes to access", arg, bytes));
+}
+
+// All-to-Allv: `size` counts and displacements, each block within the buffer's capacity.
+void validate_var_layout(const CollArgs& a, const VarLayout& layout, const char* side, int size) {
+  if (layout.counts.size() != static_cast<std::size_t>(size) ||
+      layout.displs.size() != static_cast<std::size_t>(size))
+    invalid(a, fmt::format("{}_layout has {} counts and {} displs; the communicator has {} ranks",
+                           side, layout.counts.size(), layout.displs.size(), size));
+  extent(a, fmt::format("{}_layout.capacity", side).c_str(), layout.capacity);
+  for (int p = 0; p < size; ++p) {
+    std::size_t c = layout.counts[p], d = layout.displs[p];
+    if (c > layout.capacity || d > layout.capacity - c)
+      invalid(a, fmt::format("{}_layout: peer {} has count {} at displacement {}, past the "
+                             "buffer of {} elements",
+                             side, p, count_text(c), count_text(d), layout.capacity));
+  }
 }
 
 // Without forming y + nb or x + na, which could wrap.
@@ -70,7 +94,7 @@ bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
 }  // namespace
 
 // Send/recv extents, and the send address that means "in place" (collectives/validate.hpp).
-void check_layout(CollArgs& a, int rank, int size) {
+void validate_layout(CollArgs& a, int rank, int size) {
   if (static_cast<unsigned>(a.dtype) > static_cast<unsigned>(DataType::BFloat16))
     invalid(a, fmt::format("dtype = {} is not a DataType", static_cast<int>(a.dtype)));
   if (static_cast<unsigned>(a.op) > static_cast<unsigned>(ReduceOp::Min))
@@ -101,30 +125,15 @@ void check_layout(CollArgs& a, int rank, int size) {
       send_bytes = recv_bytes = extent(a, "count", a.count, size);
       in_place_send = recv;
       break;
-    case Collective::AllToAllv: {
-      for (auto [layout, side] :
-           {std::pair{&a.send_layout, "send"}, std::pair{&a.recv_layout, "recv"}}) {
-        if (layout->counts.size() != static_cast<std::size_t>(size) ||
-            layout->displs.size() != static_cast<std::size_t>(size))
-          invalid(
-              a, fmt::format("{}_layout has {} counts and {} displs; the communicator has {} ranks",
-                             side, layout->counts.size(), layout->displs.size(), size));
-        extent(a, fmt::format("{}_layout.capacity", side).c_str(), layout->capacity);
-        for (int p = 0; p < size; ++p) {
-          std::size_t c = layout->counts[p], d = layout->displs[p];
-          if (c > layout->capacity || d > layout->capacity - c)
-            invalid(a, fmt::format("{}_layout: peer {} has count {} at displacement {}, past the "
-                                   "buffer of {} elements",
-                                   side, p, count_text(c), count_text(d), layout->capacity));
-        }
-      }
+    case Collective::AllToAllv:
+      validate_var_layout(a, a.send_layout, "send", size);
+      validate_var_layout(a, a.recv_layout, "recv", size);
       send_bytes = a.send_layout.capacity * a.elem();
       recv_bytes = a.recv_layout.capacity * a.elem();
       break;
-    }
   }
-  check_buffer(a, "send", a.send, send_bytes);
-  check_buffer(a, "recv", a.recv, recv_bytes);
+  validate_buffer(a, "send", a.send, send_bytes);
+  validate_buffer(a, "recv", a.recv, recv_bytes);
   a.in_place = a.coll != Collective::AllToAllv && a.send != nullptr &&
                reinterpret_cast<std::uintptr_t>(a.send) == in_place_send && send_bytes > 0;
   if (!a.in_place && overlap(a.send, send_bytes, a.recv, recv_bytes))
@@ -135,32 +144,27 @@ void check_layout(CollArgs& a, int rank, int size) {
 namespace {
 
 Request post(Communicator& comm, CollArgs args, const CollectiveOptions& options, bool blocking) {
-  CommImpl& c = comm.impl();
-  check_layout(args, c.rank, c.size);
-  const Algorithm& algo = choose_algorithm(c, args, options.algorithm);
+  CommImpl& impl = impl_of(comm);
+  validate_layout(args, impl.topo.rank, impl.topo.size);
+  const Algorithm& algo = choose_algorithm(impl, args, options.algorithm);
   // Verify mode compares the call after local validation and selection: a call rejected above
   // raises on its rank before any communication (as collectives.hpp promises) and is not a call.
   // The fingerprint carries the algorithm as requested, so differing forced algorithms are caught.
-  if (c.check) check_call(c, fingerprint_of(args, options.algorithm, c.rank, c.size), &args);
+  if (impl.verifier.enabled())
+    verify_call(impl, fingerprint_of(args, options.algorithm, impl.topo.rank, impl.topo.size),
+                &args);
   if (blocking) {
-    c.run_blocking([&] {
-      ++c.seq;
-      algo.run(c, args);
-    });
+    impl.queue.run_blocking([&] { algo.run(impl, args); });
     return {};
   }
-  auto state = std::make_shared<Request::State>();
+  auto state = std::make_shared<RequestAccess::State>();
   state->args = std::move(args);
-  c.run_async(
-      [&c, &algo, state] {
-        ++c.seq;
-        algo.run(c, state->args);
-      },
-      [state](std::exception_ptr e) {
-        state->error = e;
-        state->done.store(true, std::memory_order_release);
-      });
-  return Request(state);
+  impl.queue.run_async([&impl, &algo, state] { algo.run(impl, state->args); },
+                       [state](std::exception_ptr e) {
+                         state->error = e;
+                         state->done.store(true, std::memory_order_release);
+                       });
+  return RequestAccess::make(std::move(state));
 }
 
 CollArgs make(Collective coll, const void* send, void* recv, std::size_t count, DataType dtype,
@@ -235,7 +239,7 @@ Request ialltoallv(Communicator& comm, const void* send, const VarLayout& sl, vo
 std::string selected_algorithm(const Communicator& comm, Collective c, std::size_t count,
                                DataType dtype) {
   detail::CollArgs a = make(c, nullptr, nullptr, count, dtype, ReduceOp::Sum);
-  return detail::choose_algorithm(comm.impl(), a, "").name;
+  return detail::choose_algorithm(detail::impl_of(comm), a, "").name;
 }
 
 }  // namespace tilecomm

@@ -6,7 +6,7 @@ namespace tilecomm::detail::p2p {
 
 std::size_t slot_bytes(const CommImpl& comm, int slots) {
   constexpr std::size_t kMax = std::size_t{1} << 30;
-  const std::size_t b = comm.shm_bytes / static_cast<std::size_t>(std::max(slots, 1));
+  const std::size_t b = comm.segment.data_bytes() / static_cast<std::size_t>(std::max(slots, 1));
   return std::clamp<std::size_t>(b & ~std::size_t{63}, 64, kMax);
 }
 
@@ -16,12 +16,12 @@ std::byte* staging(CommImpl& comm, std::size_t bytes) {
 }
 
 void isend(CommImpl& comm, const void* buf, std::size_t bytes, int dst, int tag, MPI_Request* req) {
-  mpi_check(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dst, tag, comm.comm, req),
+  mpi_check(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dst, tag, comm.mpi, req),
             "MPI_Isend");
 }
 
 void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_Request* req) {
-  mpi_check(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, src, tag, comm.comm, req),
+  mpi_check(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, src, tag, comm.mpi, req),
             "MPI_Irecv");
 }
 

@@ -2,7 +2,7 @@
 // Shared pieces of the MPI point-to-point algorithms (ring, recursive doubling, pairwise): their
 // tags, their bounded staging memory, byte-counted Isend/Irecv, and bfloat16 <-> float32 copies.
 //
-// Tags. Every point-to-point algorithm uses one fixed tag (or two) on comm.comm, the duplicated
+// Tags. Every point-to-point algorithm uses one fixed tag (or two) on comm.mpi, the duplicated
 // communicator. That is enough: calls on a communicator run one after the other in issue order
 // and each call completes all of its requests before returning, and MPI matches messages with the
 // same (source, tag, communicator) in the order they were sent and the receives were posted. A
@@ -24,15 +24,16 @@ inline constexpr int kTagRecursiveDoubling = 0x7C03;
 inline constexpr int kTagPairwise = 0x7C04;
 inline constexpr int kTagPairwiseCounts = 0x7C05;
 
-/// Bytes of one staging slot when the staging memory is cut into `slots` slots: comm.shm_bytes /
-/// slots, rounded down to 64 bytes, at least 64 and at most 1 GiB (so byte counts fit MPI's int).
+/// Bytes of one staging slot when the staging memory is cut into `slots` slots:
+/// comm.segment.data_bytes() / slots, rounded down to 64 bytes, at least 64 and at most 1 GiB (so
+/// byte counts fit MPI's int).
 std::size_t slot_bytes(const CommImpl& comm, int slots);
 
 /// The communicator's staging memory, grown to at least `bytes` (callers keep it within
-/// comm.shm_bytes by sizing through slot_bytes). Aligned for every DataType.
+/// comm.segment.data_bytes() by sizing through slot_bytes). Aligned for every DataType.
 std::byte* staging(CommImpl& comm, std::size_t bytes);
 
-/// MPI_Isend / MPI_Irecv of `bytes` bytes (<= 1 GiB) on comm.comm.
+/// MPI_Isend / MPI_Irecv of `bytes` bytes (<= 1 GiB) on comm.mpi.
 void isend(CommImpl& comm, const void* buf, std::size_t bytes, int dst, int tag, MPI_Request* req);
 void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_Request* req);
 

@@ -25,7 +25,7 @@ int mod(int a, int p) {
 
 void ring_reduce_scatter(CommImpl& comm, const void* src, void* dst, const Blocks& bl,
                          DataType dtype, ReduceOp op) {
-  const int p = comm.size, r = comm.rank;
+  const int p = comm.topo.size, r = comm.topo.rank;
   const std::size_t es = size_of(dtype);
   const auto* in = static_cast<const std::byte*>(src);
   auto* out = static_cast<std::byte*>(dst);
@@ -77,7 +77,7 @@ void ring_reduce_scatter(CommImpl& comm, const void* src, void* dst, const Block
 }
 
 void ring_allgather(CommImpl& comm, void* buf, const Blocks& bl, DataType dtype) {
-  const int p = comm.size, r = comm.rank;
+  const int p = comm.topo.size, r = comm.topo.rank;
   if (p == 1) return;
   const std::size_t es = size_of(dtype);
   auto* data = static_cast<std::byte*>(buf);

@@ -30,7 +30,7 @@ struct Blocks {
 };
 
 /// Ring ReduceScatter: `src` holds the whole vector (all p blocks); `dst` receives the reduction
-/// over ranks of block comm.rank. `dst` may be exactly src + offset(rank) (in place).
+/// over ranks of block comm.topo.rank. `dst` may be exactly src + offset(rank) (in place).
 ///
 /// Order of the reduction: block b is reduced along the ring starting at rank b+1, i.e. in the
 /// fixed rank order b+1, b+2, ..., p-1, 0, ..., b (each hop combines its own data first, then the
@@ -40,8 +40,9 @@ struct Blocks {
 void ring_reduce_scatter(CommImpl& comm, const void* src, void* dst, const Blocks& blocks,
                          DataType dtype, ReduceOp op);
 
-/// Ring AllGather in place: `buf` holds the whole vector and already contains block comm.rank;
-/// afterwards it contains every rank's block. Blocks travel straight between user buffers.
+/// Ring AllGather in place: `buf` holds the whole vector and already contains block
+/// comm.topo.rank; afterwards it contains every rank's block. Blocks travel straight between
+/// user buffers.
 void ring_allgather(CommImpl& comm, void* buf, const Blocks& blocks, DataType dtype);
 
 }  // namespace tilecomm::detail

@@ -57,22 +57,20 @@ void store_fence() {
 }
 
 std::string shm_single_node(const CommImpl& comm, const CollArgs&) {
-  if (comm.num_nodes != 1)
+  if (comm.topo.num_nodes != 1)
     return fmt::format(
         "shared memory needs every rank on one node (the communicator spans {} nodes)",
-        comm.num_nodes);
-  return shm_fits(comm);
+        comm.topo.num_nodes);
+  return shm_fits(comm.segment);
 }
 
-std::string shm_fits(const CommImpl& comm) {
+std::string shm_fits(const SharedSegment& segment) {
   // The largest node decides, so that every rank gives the same answer on uneven nodes.
-  std::size_t most = 1;
-  for (const auto& ranks : comm.node_ranks)
-    most = std::max(most, ranks.size());
+  const std::size_t most = static_cast<std::size_t>(segment.topology().largest_node_size());
   const std::size_t need = 2 * (kLLBytes + kLine * (most + 1));
-  if (comm.shm_bytes < need)
+  if (segment.data_bytes() < need)
     return fmt::format("shm_bytes = {} is too small for {} ranks on a node (needs >= {})",
-                       comm.shm_bytes, most, need);
+                       segment.data_bytes(), most, need);
   return {};
 }
 
@@ -84,34 +82,35 @@ int online_cpus() {
 }
 }  // namespace
 
-ShmSteps::ShmSteps(CommImpl& comm)
-    : comm_(comm),
-      spin_us_(comm.local_size > online_cpus() ? std::min(env().spin_us, kOversubscribedSpinUs)
-                                               : env().spin_us),
-      half_(comm.shm_bytes / 2 / kLine * kLine),
+ShmSteps::ShmSteps(SharedSegment& segment)
+    : segment_(segment),
+      topo_(segment.topology()),
+      spin_us_(topo_.local_size > online_cpus() ? std::min(env().spin_us, kOversubscribedSpinUs)
+                                                : env().spin_us),
+      half_(segment.data_bytes() / 2 / kLine * kLine),
       // Only this rank writes its step flag, so its last published step is simply read back.
-      step_(comm.flag(comm.local_rank, kShmStepFlag).load(std::memory_order_relaxed)) {}
+      step_(segment.flag(topo_.local_rank, kShmStepFlag).load(std::memory_order_relaxed)) {}
 
 void ShmSteps::begin() {
   ++step_;
 }
 
 void ShmSteps::exchange(const char* what) {
-  comm_.post(comm_.local_rank, kShmStepFlag, step_);
-  for (int l = 0; l < comm_.local_size; ++l)
-    if (l != comm_.local_rank) {
-      auto f = comm_.flag(l, kShmStepFlag);
+  segment_.post(topo_.local_rank, kShmStepFlag, step_);
+  for (int l = 0; l < topo_.local_size; ++l)
+    if (l != topo_.local_rank) {
+      auto f = segment_.flag(l, kShmStepFlag);
       wait_for([&] { return f.load(std::memory_order_acquire) >= step_; },
                [&] {
                  return fmt::format(
                      "{}: rank {} waited for rank {} (step flag = {}, expected >= {})", what,
-                     comm_.rank, comm_.local_to_world[l], f.load(), step_);
+                     topo_.rank, topo_.local_to_world[l], f.load(), step_);
                });
     }
 }
 
 void ShmSteps::ll_write(const void* src, std::size_t bytes, std::size_t first_line) {
-  std::byte* line = base(comm_.local_rank, step_) + first_line * kLine;
+  std::byte* line = base(topo_.local_rank, step_) + first_line * kLine;
   const auto* s = static_cast<const std::byte*>(src);
   for (std::size_t off = 0; off < bytes; off += kLLPayload, line += kLine) {
     if (bytes - off >= kLLPayload) {
@@ -125,7 +124,7 @@ void ShmSteps::ll_write(const void* src, std::size_t bytes, std::size_t first_li
 }
 
 void ShmSteps::ll_publish() const {
-  comm_.post(comm_.local_rank, kShmStepFlag, step_);
+  segment_.post(topo_.local_rank, kShmStepFlag, step_);
 }
 
 void ShmSteps::ll_read(int l, void* dst, std::size_t bytes, const char* what,
@@ -139,7 +138,7 @@ void ShmSteps::ll_read(int l, void* dst, std::size_t bytes, const char* what,
                [&] {
                  return fmt::format(
                      "{}: rank {} waited for rank {} (LL line {} = {}, expected >= {})", what,
-                     comm_.rank, comm_.local_to_world[l], off / kLLPayload, tag.load(), step_);
+                     topo_.rank, topo_.local_to_world[l], off / kLLPayload, tag.load(), step_);
                });
     if (bytes - off >= kLLPayload) {
       std::memcpy(d + off, line, kLLPayload);
@@ -170,18 +169,19 @@ void rs_phase(ShmSteps& steps, std::size_t off, std::size_t count, void* dst, Da
               ReduceOp op, const char* what, const void* own) {
   steps.exchange(what);
   if (count == 0) return;
-  const CommImpl& c = steps.comm();
-  const void* srcs[CommImpl::kFlags];  // local ranks, in order
+  const Topology& topo = steps.topology();
+  constexpr int kOnStack = 64;
+  const void* srcs[kOnStack];  // local ranks, in order
   std::vector<const void*> many;
   const void** s = srcs;
-  if (c.local_size > CommImpl::kFlags) {
-    many.resize(c.local_size);
+  if (topo.local_size > kOnStack) {
+    many.resize(topo.local_size);
     s = many.data();
   }
-  for (int l = 0; l < c.local_size; ++l)
+  for (int l = 0; l < topo.local_size; ++l)
     s[l] = steps.peer(l) + off;
-  if (own) s[c.local_rank] = own;
-  reduce_n(dst, s, c.local_size, count, dtype, op);
+  if (own) s[topo.local_rank] = own;
+  reduce_n(dst, s, topo.local_size, count, dtype, op);
 }
 
 }  // namespace tilecomm::detail

@@ -35,14 +35,13 @@ inline constexpr int kShmStepFlag = 8;
 
 /// Bytes a step may move per rank when streaming large messages: small enough that the staging
 /// copies stay in L2/L3 (1 MiB L2 per core, 32 MiB shared L3 here), large enough that the per-step
-/// synchronisation (~1 us) is noise. two_shot, np 2, float32, interleaved with MPI in one run
-/// (/tmp/shm_scratch/bench.cpp): 512 KiB beat 256 KiB by 4-8 % from 512 KiB to 16 MiB messages
-/// (16 MiB: 3.84 vs 3.99 ms); 128 KiB and 1 MiB were no better.
+/// synchronisation (~1 us) is noise. Measurements: docs/collectives.md, "Where the default
+/// thresholds come from".
 inline constexpr std::size_t kStreamChunkBytes = std::size_t{512} << 10;
 
 /// Messages from this size on (bytes of the output) are written with non-temporal stores: they do
-/// not fit the caches anyway, and a plain store would first read each output line from memory.
-/// Measured (two_shot, np 2): 16 MiB 3.45 vs 3.63 ms with them; at 1-4 MiB they cost 5-25 %.
+/// not fit the caches anyway, and a plain store would first read each output line from memory
+/// (measurements: docs/collectives.md, "Where the default thresholds come from").
 inline constexpr std::size_t kNonTemporalBytes = std::size_t{8} << 20;
 
 /// Low-latency lines at the start of each half: their bytes, and the payload they carry.
@@ -58,9 +57,9 @@ void store_fence();
 
 /// Empty when every rank of the communicator is on this node and shm_fits(); else why not.
 std::string shm_single_node(const CommImpl& comm, const CollArgs& args);
-/// Empty when each half of the segment holds the LL lines, plus a cache line per local rank and a
-/// header line of bulk data.
-std::string shm_fits(const CommImpl& comm);
+/// Empty when each half of the segment holds the LL lines, plus a cache line per local rank (of
+/// the largest node) and a header line of bulk data.
+std::string shm_fits(const SharedSegment& segment);
 
 /// Busy-spin limit of shared-memory waits when the node has more ranks than CPUs: the rank being
 /// waited for may need this very core, so yield almost at once (np 3 on 2 cores: a 50 us spin made
@@ -70,7 +69,7 @@ inline constexpr double kOversubscribedSpinUs = 1.0;
 /// One step at a time through the double-buffered halves of the node's shared segments.
 class ShmSteps {
  public:
-  explicit ShmSteps(CommImpl& comm);
+  explicit ShmSteps(SharedSegment& segment);
 
   /// Bytes of bulk data in one half (64-byte multiple).
   std::size_t half_bytes() const { return half_ - kLLBytes; }
@@ -80,11 +79,11 @@ class ShmSteps {
   /// timeout messages.
   void exchange(const char* what);
   /// This rank's bulk half of the current step.
-  std::byte* mine() const { return base(comm_.local_rank, step_) + kLLBytes; }
+  std::byte* mine() const { return base(topo_.local_rank, step_) + kLLBytes; }
   /// Local rank l's bulk half of the current step (read only after exchange()).
   const std::byte* peer(int l) const { return base(l, step_) + kLLBytes; }
   /// This rank's bulk half of the next step: writable once exchange() of this step has returned.
-  std::byte* next_mine() const { return base(comm_.local_rank, step_ + 1) + kLLBytes; }
+  std::byte* next_mine() const { return base(topo_.local_rank, step_ + 1) + kLLBytes; }
 
   /// LL step: stores `bytes` of src into this rank's LL lines of the current step from line
   /// `first_line` on (at most kLLBytes / 64 lines in all), each line tagged with the step.
@@ -98,16 +97,16 @@ class ShmSteps {
   /// LL lines needed for `bytes`.
   static std::size_t ll_lines(std::size_t bytes) { return (bytes + kLLPayload - 1) / kLLPayload; }
 
-  CommImpl& comm() const { return comm_; }
+  const Topology& topology() const { return topo_; }
 
  private:
   /// Polls ready() with backoff (spin_us_, then yield, then sleep) until it holds; after
-  /// comm.timeout_s throws Error(Timeout) with describe().
+  /// the segment's timeout throws Error(Timeout) with describe().
   template <class Ready, class Describe>
   void wait_for(Ready&& ready, Describe&& describe) const {
     if (ready()) return;
     Backoff backoff(spin_us_);
-    const double timeout_s = comm_.timeout_s;
+    const double timeout_s = segment_.timeout_s();
     while (!ready()) {
       backoff.pause();
       if (timeout_s > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s) {
@@ -117,9 +116,10 @@ class ShmSteps {
     }
   }
 
-  std::byte* base(int l, std::uint64_t t) const { return comm_.shm_data(l) + (t & 1) * half_; }
+  std::byte* base(int l, std::uint64_t t) const { return segment_.data(l) + (t & 1) * half_; }
 
-  CommImpl& comm_;
+  SharedSegment& segment_;
+  const Topology& topo_;
   double spin_us_;
   std::size_t half_;
   std::uint64_t step_;

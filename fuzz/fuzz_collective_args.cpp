@@ -1,4 +1,4 @@
-// libFuzzer target: argument validation of every collective (detail::check_layout), without
+// libFuzzer target: argument validation of every collective (detail::validate_layout), without
 // communication: synthetic buffer addresses, fuzzed counts, dtypes, ops, ranks and All-to-Allv
 // layouts. Contract checked: either Error(InvalidArgument) naming the collective, or the arguments
 // really are valid: dtype/op in range, every extent fits in int64, layouts inside their capacity,
@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   try {
-    detail::check_layout(a, rank, nranks);
+    detail::validate_layout(a, rank, nranks);
   } catch (const Error& e) {
     fuzz::require(e.code() == ErrorCode::InvalidArgument, "error code is InvalidArgument");
     fuzz::require(e.message().rfind(std::string(to_string(a.coll)) + ": ", 0) == 0,

@@ -12,7 +12,7 @@ void run(CommImpl& comm, const CollArgs& a) {
   MPI_Request req;
   const MPI_Datatype t = mpi_datatype(a.dtype);
   const int n = static_cast<int>(a.count);
-  mpi_check(MPI_Iallgather(a.in_place ? MPI_IN_PLACE : a.send, n, t, a.recv, n, t, comm.comm, &req),
+  mpi_check(MPI_Iallgather(a.in_place ? MPI_IN_PLACE : a.send, n, t, a.recv, n, t, comm.mpi, &req),
             "MPI_Iallgather");
   comm.wait_all(&req, 1, "allgather(mpi)");
 }

@@ -13,8 +13,8 @@ std::string can_use(const CommImpl&, const CollArgs&) {
 }
 
 void run(CommImpl& comm, const CollArgs& a) {
-  const Blocks blocks{a.count * static_cast<std::size_t>(comm.size), comm.size};
-  auto* own = static_cast<std::byte*>(a.recv) + blocks.offset(comm.rank) * a.elem();
+  const Blocks blocks{a.count * static_cast<std::size_t>(comm.topo.size), comm.topo.size};
+  auto* own = static_cast<std::byte*>(a.recv) + blocks.offset(comm.topo.rank) * a.elem();
   if (!a.in_place && a.bytes() > 0) std::memcpy(own, a.send, a.bytes());
   ring_allgather(comm, a.recv, blocks, a.dtype);
 }

@@ -1,9 +1,9 @@
 // AllReduce across nodes: node-local reduce-scatter through shared memory, an inter-node ring
 // AllReduce of each owned slice over MPI_Isend/MPI_Irecv among the ranks with the same local rank
-// (comm.cross_comm), then a node-local all-gather through shared memory. Chunk by chunk.
+// (comm.cross_mpi), then a node-local all-gather through shared memory. Chunk by chunk.
 //
 // Uneven nodes: chunks are split into m = (smallest node's rank count) slices, owned by local
-// ranks 0..m-1 on every node; their cross_comm holds exactly one rank per node, in node order.
+// ranks 0..m-1 on every node; their cross_mpi holds exactly one rank per node, in node order.
 // Local ranks >= m only contribute and gather. Each slice element is reduced in local rank order
 // on its node, then around a fixed ring of nodes by one rank, then copied: bitwise identical on
 // every rank and in every run. On one node it is two_shot (the ring has a single member).
@@ -20,14 +20,14 @@ namespace {
 constexpr int kRingTag = 0x7e1;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
-  return shm_fits(comm);
+  return shm_fits(comm.segment);
 }
 
-/// Ring AllReduce of buf[0..count) among the ranks of comm.cross_comm (one per node, node order):
+/// Ring AllReduce of buf[0..count) among the ranks of comm.cross_mpi (one per node, node order):
 /// reduce-scatter then all-gather of N blocks, N - 1 sends and receives each.
 void ring_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const CollArgs& a,
                     std::vector<std::byte>& tmp) {
-  const int nn = comm.num_nodes, r = comm.node;
+  const int nn = comm.topo.num_nodes, r = comm.topo.node;
   if (nn == 1 || count == 0) return;
   const std::size_t elem = a.elem();
   const Slices blocks(count, nn, elem);
@@ -36,11 +36,11 @@ void ring_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Col
   auto exchange = [&](int send_block, void* into, int recv_block) {
     MPI_Request req[2];
     mpi_check(MPI_Irecv(into, static_cast<int>(blocks.size(recv_block) * elem), MPI_BYTE, left,
-                        kRingTag, comm.cross_comm, &req[0]),
+                        kRingTag, comm.cross_mpi, &req[0]),
               "MPI_Irecv");
     mpi_check(MPI_Isend(buf + blocks.begin(send_block) * elem,
                         static_cast<int>(blocks.size(send_block) * elem), MPI_BYTE, right, kRingTag,
-                        comm.cross_comm, &req[1]),
+                        comm.cross_mpi, &req[1]),
               "MPI_Isend");
     comm.wait_all(req, 2, "allreduce(hierarchical) inter-node ring");
   };
@@ -59,11 +59,9 @@ void ring_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Col
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
-  int m = comm.local_size;
-  for (const auto& ranks : comm.node_ranks)
-    m = std::min(m, static_cast<int>(ranks.size()));
-  ShmSteps steps(comm);
-  const int me = comm.local_rank;
+  const int m = comm.topo.smallest_node_size();
+  ShmSteps steps(comm.segment);
+  const int me = comm.topo.local_rank;
   const std::size_t elem = a.elem();
   const std::size_t chunk = stream_chunk_elems(steps, elem, kStreamChunkBytes, m);
   const auto* send = static_cast<const std::byte*>(a.send);

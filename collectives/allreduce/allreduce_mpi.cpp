@@ -9,14 +9,14 @@ void run(CommImpl& comm, const CollArgs& a) {
   if (a.dtype == DataType::BFloat16) {  // as float32, rounded once
     reduce_bf16_as_float(a.in_place ? a.recv : a.send, a.count, a.recv, 0, a.count, [&](float* f) {
       mpi_check(MPI_Iallreduce(MPI_IN_PLACE, f, static_cast<int>(a.count), MPI_FLOAT, mpi_op(a.op),
-                               comm.comm, &req),
+                               comm.mpi, &req),
                 "MPI_Iallreduce");
       comm.wait_all(&req, 1, "allreduce(mpi)");
     });
     return;
   }
   mpi_check(MPI_Iallreduce(a.in_place ? MPI_IN_PLACE : a.send, a.recv, static_cast<int>(a.count),
-                           mpi_datatype(a.dtype), mpi_op(a.op), comm.comm, &req),
+                           mpi_datatype(a.dtype), mpi_op(a.op), comm.mpi, &req),
             "MPI_Iallreduce");
   comm.wait_all(&req, 1, "allreduce(mpi)");
 }

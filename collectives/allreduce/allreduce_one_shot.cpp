@@ -19,18 +19,18 @@ constexpr std::size_t kOneShotChunkBytes = std::size_t{1} << 20;
 /// One LL step: publish the input in my LL lines, copy every peer's out (each line as it lands),
 /// reduce in rank order.
 void run_ll(ShmSteps& steps, const CollArgs& a) {
-  const CommImpl& comm = steps.comm();
+  const Topology& topo = steps.topology();
   const std::size_t bytes = a.bytes();
   thread_local std::vector<std::byte> scratch;
-  scratch.resize(comm.local_size * kLLMaxBytes);
+  scratch.resize(topo.local_size * kLLMaxBytes);
   thread_local std::vector<const void*> srcs;
-  srcs.resize(comm.local_size);
+  srcs.resize(topo.local_size);
   steps.begin();
   steps.ll_write(a.send, bytes);
   steps.ll_publish();
-  for (int l = 0; l < comm.local_size; ++l) {
+  for (int l = 0; l < topo.local_size; ++l) {
     std::byte* into = scratch.data() + l * kLLMaxBytes;
-    if (l != comm.local_rank) {
+    if (l != topo.local_rank) {
       steps.ll_read(l, into, bytes, "allreduce(one_shot)");
     } else if (a.in_place) {  // reduce_n's dst may alias only its first source
       std::memcpy(into, a.send, bytes);
@@ -39,16 +39,16 @@ void run_ll(ShmSteps& steps, const CollArgs& a) {
     }
     srcs[l] = into;
   }
-  reduce_n(a.recv, srcs.data(), comm.local_size, a.count, a.dtype, a.op);
+  reduce_n(a.recv, srcs.data(), topo.local_size, a.count, a.dtype, a.op);
 }
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
-  if (comm.local_size == 1) {
+  if (comm.topo.local_size == 1) {
     if (!a.in_place) std::memcpy(a.recv, a.send, a.bytes());
     return;
   }
-  ShmSteps steps(comm);
+  ShmSteps steps(comm.segment);
   if (a.bytes() <= kLLMaxBytes) return run_ll(steps, a);
   const std::size_t elem = a.elem();
   const std::size_t chunk = stream_chunk_elems(steps, elem, kOneShotChunkBytes, 1);

@@ -30,7 +30,7 @@ std::string can_use(const CommImpl&, const CollArgs&) {
 }
 
 void run(CommImpl& comm, const CollArgs& a) {
-  const int p = comm.size, r = comm.rank;
+  const int p = comm.topo.size, r = comm.topo.rank;
   const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
   const int rem = p - p2;
   // Rank in the power-of-two group (-1: folded away), and back.

@@ -17,8 +17,8 @@ std::string can_use(const CommImpl&, const CollArgs&) {
 }
 
 void run(CommImpl& comm, const CollArgs& a) {
-  const Blocks blocks{a.count, comm.size};
-  auto* own = static_cast<std::byte*>(a.recv) + blocks.offset(comm.rank) * a.elem();
+  const Blocks blocks{a.count, comm.topo.size};
+  auto* own = static_cast<std::byte*>(a.recv) + blocks.offset(comm.topo.rank) * a.elem();
   ring_reduce_scatter(comm, a.send, own, blocks, a.dtype, a.op);  // recv block rank = result
   ring_allgather(comm, a.recv, blocks, a.dtype);                  // everyone's blocks
 }

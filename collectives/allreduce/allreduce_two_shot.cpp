@@ -14,12 +14,12 @@ namespace {
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
-  if (comm.local_size == 1) {
+  if (comm.topo.local_size == 1) {
     if (!a.in_place) std::memcpy(a.recv, a.send, a.bytes());
     return;
   }
-  ShmSteps steps(comm);
-  const int p = comm.local_size, me = comm.local_rank;
+  ShmSteps steps(comm.segment);
+  const int p = comm.topo.local_size, me = comm.topo.local_rank;
   const std::size_t elem = a.elem();
   const std::size_t chunk = stream_chunk_elems(steps, elem, kStreamChunkBytes, p);
   const bool streaming = a.bytes() >= kNonTemporalBytes;

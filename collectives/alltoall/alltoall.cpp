@@ -22,12 +22,8 @@ const std::vector<const Algorithm*>& alltoallv_algorithms() {
   return list;
 }
 
-// Figures: scratch timer (median µs per call, max over ranks; /tmp/p2p_scratch/bench.cpp), float32,
-// Open MPI 4.1.4 `--mca btl tcp,self` as the inter-node stand-in, 2 vCPU host under load (noisy).
-// Across nodes pairwise was never clearly ahead of MPI (np 2, per-peer: 8 B 32 vs 34 µs, 2 MiB 3.0
-// vs 0.9 ms, 8 MiB 11.4 vs 10.9 ms; np 4: 8 MiB 56.1 vs 56.2 ms), so MPI stays the default.
-// One node: shm (/tmp/shm_scratch/bench.cpp, np 2, per-peer bytes, interleaved with MPI_Alltoall):
-// 8 B 0.36 vs 0.73 µs (LL lines), 64 KiB 5.4 vs 31 µs, 1 MiB 72 vs 120 µs, 8 MiB 1.9 vs 2.5 ms.
+// The tables: shm on one node, else mpi (pairwise was never clearly ahead of MPI across nodes;
+// figures in docs/collectives.md, "Where the default thresholds come from").
 const Algorithm& alltoall_default(const CommImpl& comm, const CollArgs& args) {
   if (shm_single_node(comm, args).empty()) return alltoall_shm;
   return alltoall_mpi;

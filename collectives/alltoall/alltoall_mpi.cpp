@@ -13,7 +13,7 @@ void run(CommImpl& comm, const CollArgs& a) {
   MPI_Request req;
   const MPI_Datatype t = mpi_datatype(a.dtype);
   const int n = static_cast<int>(a.count);
-  mpi_check(MPI_Ialltoall(a.in_place ? MPI_IN_PLACE : a.send, n, t, a.recv, n, t, comm.comm, &req),
+  mpi_check(MPI_Ialltoall(a.in_place ? MPI_IN_PLACE : a.send, n, t, a.recv, n, t, comm.mpi, &req),
             "MPI_Ialltoall");
   comm.wait_all(&req, 1, "alltoall(mpi)");
 }
@@ -30,7 +30,7 @@ void run_v(CommImpl& comm, const CollArgs& a) {
   const MPI_Datatype t = mpi_datatype(a.dtype);
   MPI_Request req;
   mpi_check(MPI_Ialltoallv(a.send, sc.data(), sd.data(), t, a.recv, rc.data(), rd.data(), t,
-                           comm.comm, &req),
+                           comm.mpi, &req),
             "MPI_Ialltoallv");
   comm.wait_all(&req, 1, "alltoallv(mpi)");
 }

@@ -1,7 +1,7 @@
 // All-to-All and All-to-Allv by pairwise exchange over MPI point-to-point; works with any node
 // layout. Step k = 1..p-1: send to (rank+k) % p, receive from (rank-k+p) % p; the own block is a
 // local copy. Cost (p-1)(α + n/p·β). Blocks go in messages of at most one staging slot
-// (comm.shm_bytes / kWindow) and at most kWindow send/receive pairs are outstanding; every rank
+// (comm.segment.data_bytes() / kWindow) and at most kWindow send/receive pairs are outstanding; every rank
 // waits for a whole batch of pairs before posting the next. Batches are cut at the same points on
 // both ends of every message, so the batches of all ranks progress together and cannot deadlock.
 //
@@ -66,7 +66,7 @@ std::string can_use(const CommImpl&, const CollArgs&) {
 }
 
 void run_in_place(CommImpl& comm, const CollArgs& a) {
-  const int p = comm.size, r = comm.rank;
+  const int p = comm.topo.size, r = comm.topo.rank;
   const std::size_t block = a.bytes(), slot = p2p::slot_bytes(comm, kWindow);
   std::byte* stage = p2p::staging(comm, kWindow * slot);
   auto* buf = static_cast<std::byte*>(a.recv);
@@ -90,7 +90,7 @@ void run_in_place(CommImpl& comm, const CollArgs& a) {
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.in_place) return run_in_place(comm, a);
-  const int p = comm.size, r = comm.rank;
+  const int p = comm.topo.size, r = comm.topo.rank;
   const std::size_t block = a.bytes(), chunk = p2p::slot_bytes(comm, 1);
   const auto* in = static_cast<const std::byte*>(a.send);
   auto* out = static_cast<std::byte*>(a.recv);
@@ -110,7 +110,7 @@ void run(CommImpl& comm, const CollArgs& a) {
 }
 
 void run_v(CommImpl& comm, const CollArgs& a) {
-  const int p = comm.size, r = comm.rank;
+  const int p = comm.topo.size, r = comm.topo.rank;
   const std::size_t es = a.elem(), slot = p2p::slot_bytes(comm, kWindow);
   const auto& sl = a.send_layout;
   const auto& rl = a.recv_layout;

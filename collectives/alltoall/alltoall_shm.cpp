@@ -24,10 +24,10 @@ void run(CommImpl& comm, const CollArgs& a) {
   const std::size_t elem = a.elem(), block = a.bytes();
   const auto* send = static_cast<const std::byte*>(a.send);
   auto* recv = static_cast<std::byte*>(a.recv);
-  const int p = comm.local_size, me = comm.local_rank;  // one node: local rank == rank
+  const int p = comm.topo.local_size, me = comm.topo.local_rank;  // one node: local rank == rank
   if (!a.in_place) std::memcpy(recv + me * block, send + me * block, block);
   if (p == 1) return;
-  ShmSteps steps(comm);
+  ShmSteps steps(comm.segment);
   const std::size_t lines = ShmSteps::ll_lines(block);
   if (lines * p <= kLLBytes / 64) {  // small: block q in LL lines [q * lines, (q + 1) * lines)
     steps.begin();
@@ -61,10 +61,10 @@ std::size_t header_bytes(int p) {
 std::string can_use_v(const CommImpl& comm, const CollArgs& a) {
   std::string why = shm_single_node(comm, a);
   if (!why.empty()) return why;
-  const std::size_t need = header_bytes(comm.local_size) + kLine * comm.local_size;
-  if (comm.shm_bytes / 2 < need)
+  const std::size_t need = header_bytes(comm.topo.local_size) + kLine * comm.topo.local_size;
+  if (comm.segment.data_bytes() / 2 < need)
     return fmt::format("shm_bytes = {} is too small for All-to-Allv on {} ranks (needs >= {})",
-                       comm.shm_bytes, comm.local_size, 2 * need);
+                       comm.segment.data_bytes(), comm.topo.local_size, 2 * need);
   return {};
 }
 
@@ -91,7 +91,7 @@ void run_v(CommImpl& comm, const CollArgs& a) {
   const auto& sd = a.send_layout.displs;
   const auto& rc = a.recv_layout.counts;
   const auto& rd = a.recv_layout.displs;
-  const int p = comm.local_size, me = comm.local_rank;
+  const int p = comm.topo.local_size, me = comm.topo.local_rank;
   if (p == 1) {
     if (sc[0] != rc[0])
       throw Error(ErrorCode::Mismatch,
@@ -100,7 +100,7 @@ void run_v(CommImpl& comm, const CollArgs& a) {
     if (sc[0] > 0) std::memcpy(recv + rd[0] * elem, send + sd[0] * elem, sc[0] * elem);
     return;
   }
-  ShmSteps steps(comm);
+  ShmSteps steps(comm.segment);
   const std::size_t hdr = header_bytes(p);
   const std::size_t piece = (steps.half_bytes() - hdr) / p / kLine * kLine / elem;
   const std::size_t slot = piece * elem;

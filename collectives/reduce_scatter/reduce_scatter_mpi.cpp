@@ -10,11 +10,11 @@ namespace {
 void run(CommImpl& comm, const CollArgs& a) {
   // bfloat16 as float32. In place, MPI leaves the result at the front of the widened copy.
   if (a.dtype == DataType::BFloat16) {
-    const std::size_t n = a.count * static_cast<std::size_t>(comm.size);
+    const std::size_t n = a.count * static_cast<std::size_t>(comm.topo.size);
     reduce_bf16_as_float(a.send, n, a.recv, 0, a.count, [&](float* f) {
       MPI_Request req;
       mpi_check(MPI_Ireduce_scatter_block(MPI_IN_PLACE, f, static_cast<int>(a.count), MPI_FLOAT,
-                                          mpi_op(a.op), comm.comm, &req),
+                                          mpi_op(a.op), comm.mpi, &req),
                 "MPI_Ireduce_scatter_block");
       comm.wait_all(&req, 1, "reduce_scatter(mpi)");
     });
@@ -26,7 +26,7 @@ void run(CommImpl& comm, const CollArgs& a) {
   void* out = a.in_place ? tmp.data() : a.recv;
   MPI_Request req;
   mpi_check(MPI_Ireduce_scatter_block(a.send, out, static_cast<int>(a.count), mpi_datatype(a.dtype),
-                                      mpi_op(a.op), comm.comm, &req),
+                                      mpi_op(a.op), comm.mpi, &req),
             "MPI_Ireduce_scatter_block");
   comm.wait_all(&req, 1, "reduce_scatter(mpi)");
   if (a.in_place && a.bytes() > 0) std::memcpy(a.recv, tmp.data(), a.bytes());

@@ -12,7 +12,7 @@ std::string can_use(const CommImpl&, const CollArgs&) {
 }
 
 void run(CommImpl& comm, const CollArgs& a) {
-  const Blocks blocks{a.count * static_cast<std::size_t>(comm.size), comm.size};
+  const Blocks blocks{a.count * static_cast<std::size_t>(comm.topo.size), comm.topo.size};
   ring_reduce_scatter(comm, a.send, a.recv, blocks, a.dtype, a.op);
 }
 

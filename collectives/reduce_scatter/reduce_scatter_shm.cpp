@@ -12,12 +12,12 @@ namespace {
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
   const std::size_t elem = a.elem();
-  if (comm.local_size == 1) {
+  if (comm.topo.local_size == 1) {
     if (!a.in_place) std::memcpy(a.recv, a.send, a.bytes());
     return;
   }
-  ShmSteps steps(comm);
-  const int p = comm.local_size, me = comm.local_rank;  // one node: local rank == rank
+  ShmSteps steps(comm.segment);
+  const int p = comm.topo.local_size, me = comm.topo.local_rank;  // one node: local rank == rank
   const std::size_t piece = stream_chunk_elems(steps, elem, kStreamChunkBytes, p) / p;
   const std::size_t slot = piece * elem;
   const auto* send = static_cast<const std::byte*>(a.send);

@@ -9,9 +9,12 @@
 ///  - results are deterministic: for a given rank count and algorithm they are bitwise identical on
 ///    every rank and in every run (reductions combine ranks in a fixed order, never arrival order);
 ///  - bad arguments raise tilecomm::Error naming the argument and value, before any communication;
-///  - algorithm choice: `options.algorithm` if set, else the TILECOMM_<COLLECTIVE> variable, else
-///    the default table (collectives/README.md). An unknown name is an error listing the valid
-///    ones; an algorithm that cannot run these arguments is an error saying why.
+///  - algorithm choice: `options.algorithm` if set, else the TILECOMM_<COLLECTIVE> variable
+///    (All-to-Allv: TILECOMM_ALLTOALL), else ("auto") the default table: a choice by node layout
+///    and message size whose thresholds and measurements are in docs/collectives.md ("Where the
+///    default thresholds come from"); when the table's choice cannot run the arguments, the first
+///    algorithm of algorithm_names() that can. An unknown name is an error listing the valid
+///    ones; a named algorithm that cannot run these arguments is an error saying why.
 ///  - non-blocking calls (i*) return a Request; buffers must stay valid and untouched until it
 ///    completes. Calls execute in issue order, blocking or not.
 
@@ -34,7 +37,11 @@ struct CollectiveOptions {
   std::string algorithm;  ///< empty: environment override, then the default table
 };
 
-/// A non-blocking collective in flight.
+namespace detail {
+struct RequestAccess;
+}  // namespace detail
+
+/// A non-blocking collective in flight. Its Communicator must outlive it.
 class Request {
  public:
   Request() = default;
@@ -43,10 +50,10 @@ class Request {
   /// Blocks until complete; rethrows the operation's error.
   void wait();
 
-  struct State;
-  explicit Request(std::shared_ptr<State> s) : state_(std::move(s)) {}
-
  private:
+  struct State;
+  friend struct detail::RequestAccess;  // the collectives make requests through it
+  explicit Request(std::shared_ptr<State> s) : state_(std::move(s)) {}
   std::shared_ptr<State> state_;
 };
 

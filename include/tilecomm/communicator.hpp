@@ -12,7 +12,8 @@ namespace tilecomm {
 
 namespace detail {
 struct CommImpl;
-}
+struct CommAccess;
+}  // namespace detail
 
 /// How a Communicator is built. Negative/zero values take the TILECOMM_* defaults.
 struct CommConfig {
@@ -24,9 +25,10 @@ struct CommConfig {
   int node_size = -1;
   /// Deadline of every wait inside collectives, seconds (TILECOMM_TIMEOUT_S). < 0: environment.
   double timeout_s = -1.0;
-  /// Verify mode (TILECOMM_CHECK): before each collective or operator call, compare a fingerprint
-  /// of it (operation, dtype, op, counts/shape, algorithm/mode as requested, call number) across
-  /// ranks and raise Error(Mismatch) on every rank on any difference (docs/failure.md).
+  /// Verify mode (TILECOMM_CHECK; the field keeps its historical name): before each collective or
+  /// operator call, compare a fingerprint of it (operation, dtype, op, counts/shape,
+  /// algorithm/mode as requested, call number) across ranks and raise Error(Mismatch) on every
+  /// rank on any difference (docs/failure.md).
   /// 1: on; 0: off; -1: environment. On for every rank when any rank asks for it.
   int check = -1;
 };
@@ -40,6 +42,9 @@ struct CommConfig {
 /// one Communicator must not run concurrently from several threads; blocking and non-blocking calls
 /// execute in issue order. MPI must be initialised with MPI_THREAD_MULTIPLE. Construction and
 /// destruction are collective.
+///
+/// Lifetime: a Communicator must outlive every operator context built on it (GemvAllReduce,
+/// EmbeddingAllToAll, GemmAllToAll) and every Request made from it; destroy those first.
 class Communicator {
  public:
   explicit Communicator(MPI_Comm comm, CommConfig config = {});
@@ -61,10 +66,8 @@ class Communicator {
   /// Waits for every rank (through shared memory on a node, MPI between nodes).
   void barrier();
 
-  detail::CommImpl& impl() { return *impl_; }
-  const detail::CommImpl& impl() const { return *impl_; }
-
  private:
+  friend struct detail::CommAccess;  // the library's own layers reach the state through it
   std::unique_ptr<detail::CommImpl> impl_;
 };
 

@@ -1,7 +1,8 @@
 // Unit tests without MPI: detail::reduce_n (every dtype and op, source order, block boundaries,
 // aliasing, integer wrap-around, bfloat16 accumulated in float and rounded once) and bfloat16
 // conversions (round to nearest even, NaN, infinities, signed zero, exact round trips); and
-// detail::check_layout on extents near the address-space limits (found by fuzz_collective_args).
+// detail::validate_layout on extents near the address-space limits (found by fuzz_collective_args);
+// verify mode's call kinds (detail::register_call_kind, detail::describe).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "collectives/reduce.hpp"
 #include "collectives/validate.hpp"
+#include "collectives/verify.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/types.hpp"
 
@@ -205,7 +207,7 @@ TEST(CheckLayout, InPlaceAddressNearTheAddressSpaceLimits) {
   rs.count = std::size_t{1} << 56;  // 2^58 bytes per rank, 2^59 send bytes on 2 ranks
   rs.recv = at(0x1000);
   rs.send = at(0x2000);
-  EXPECT_THROW(tilecomm::detail::check_layout(rs, 1, 2), tilecomm::Error);  // overlap
+  EXPECT_THROW(tilecomm::detail::validate_layout(rs, 1, 2), tilecomm::Error);  // overlap
   EXPECT_FALSE(rs.in_place);
   CollArgs ag;
   ag.coll = Collective::AllGather;
@@ -213,7 +215,7 @@ TEST(CheckLayout, InPlaceAddressNearTheAddressSpaceLimits) {
   ag.count = std::size_t{1} << 56;
   ag.recv = at(UINTPTR_MAX - 0xfff);
   ag.send = at(UINTPTR_MAX - 0xfff + 0x10);
-  EXPECT_THROW(tilecomm::detail::check_layout(ag, 1, 2), tilecomm::Error);  // overlap
+  EXPECT_THROW(tilecomm::detail::validate_layout(ag, 1, 2), tilecomm::Error);  // overlap
   EXPECT_FALSE(ag.in_place);
   // The ordinary in-place cases are unchanged.
   std::vector<float> buf(8);
@@ -222,12 +224,40 @@ TEST(CheckLayout, InPlaceAddressNearTheAddressSpaceLimits) {
   ip.count = 4;
   ip.send = buf.data();
   ip.recv = buf.data() + 4;
-  EXPECT_NO_THROW(tilecomm::detail::check_layout(ip, 1, 2));
+  EXPECT_NO_THROW(tilecomm::detail::validate_layout(ip, 1, 2));
   EXPECT_TRUE(ip.in_place);
   ip.coll = Collective::AllGather;
   ip.in_place = false;
   ip.send = buf.data() + 4;
   ip.recv = buf.data();
-  EXPECT_NO_THROW(tilecomm::detail::check_layout(ip, 1, 2));
+  EXPECT_NO_THROW(tilecomm::detail::validate_layout(ip, 1, 2));
   EXPECT_TRUE(ip.in_place);
+}
+
+// Verify mode's call kinds: operators register theirs; the id depends on the name alone (so it is
+// the same in every process whatever order operators first run in), registering again is a no-op,
+// and a clash is an internal error.
+TEST(CallKinds, RegistrationIsIdempotentAndNamesTheOperator) {
+  using namespace tilecomm::detail;
+  const CallKindId id = register_call_kind("UnitTestOperator", {"rows", "cols", nullptr});
+  EXPECT_GE(id, kFirstOperatorKind);
+  EXPECT_EQ(register_call_kind("UnitTestOperator", {"rows", "cols", ""}), id);
+  CallFingerprint fp;
+  fp.kind = id;
+  fp.shape[0] = 3;
+  fp.shape[1] = 4;
+  std::memcpy(fp.algo, "fused", 5);
+  EXPECT_EQ(describe(fp), "UnitTestOperator rows=3 cols=4 mode=fused");
+  EXPECT_THROW(register_call_kind("UnitTestOperator", {"m", "", ""}), tilecomm::Error);
+}
+
+TEST(CallKinds, CollectivesKeepTheirNames) {
+  using namespace tilecomm::detail;
+  CallFingerprint fp;
+  fp.kind = static_cast<CallKindId>(tilecomm::Collective::ReduceScatter);
+  fp.dtype = static_cast<std::uint8_t>(DataType::BFloat16);
+  fp.op = static_cast<std::uint8_t>(ReduceOp::Max);
+  fp.shape[0] = 7;
+  std::memcpy(fp.algo, "auto", 4);
+  EXPECT_EQ(describe(fp), "reduce_scatter bfloat16 max recv_count=7 algo=auto");
 }

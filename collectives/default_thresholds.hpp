@@ -1,0 +1,40 @@
+#pragma once
+// The message sizes at which the default tables (collectives/<coll>/<coll>.cpp) switch algorithm,
+// in bytes of one rank's contribution (CollArgs::bytes(): AllReduce count, ReduceScatter
+// recv_count, times the element size). Where the values come from: docs/collectives.md, "Where the
+// default thresholds come from". Regenerate from benchmark JSON with
+//   tools/tune_collectives.py --emit-header FILE.json ... > collectives/default_thresholds.hpp
+
+#include <cstddef>
+
+namespace tilecomm::detail {
+
+struct DefaultThresholds {
+  static constexpr std::size_t kKiB = 1024;
+  static constexpr std::size_t kMiB = 1024 * kKiB;
+
+  /// Nodes with at most this many ranks count as small (one_shot's limit below).
+  static constexpr int small_node_ranks = 2;
+  /// AllReduce, every rank on one small node: one_shot up to this size, two_shot above.
+  static constexpr std::size_t allreduce_one_shot_max_small_node = 4 * kKiB;
+  /// AllReduce, every rank on one node of more than small_node_ranks ranks: one_shot up to this
+  /// size, two_shot above.
+  static constexpr std::size_t allreduce_one_shot_max = 8 * kKiB;
+  /// AllReduce across nodes of at least two ranks each: hierarchical from this size on.
+  static constexpr std::size_t allreduce_hierarchical_min = 8 * kKiB;
+  /// AllReduce across nodes (below the hierarchical threshold, or nodes of one rank):
+  /// recursive_doubling up to this size,
+  static constexpr std::size_t allreduce_recursive_doubling_max = 16 * kKiB;
+  /// then ring up to this size, then mpi.
+  static constexpr std::size_t allreduce_ring_max = 4 * kMiB;
+  /// ReduceScatter across nodes: ring from this size on, mpi below.
+  static constexpr std::size_t reduce_scatter_ring_min = 32 * kKiB;
+
+  /// one_shot's limit for a node of `local_size` ranks.
+  static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {
+    return local_size <= small_node_ranks ? allreduce_one_shot_max_small_node
+                                          : allreduce_one_shot_max;
+  }
+};
+
+}  // namespace tilecomm::detail
