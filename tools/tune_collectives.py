@@ -1,9 +1,16 @@
 #!/usr/bin/python3
 """Fit an alpha-beta cost model per algorithm to the collectives benchmarks' JSON and print the
-crossover sizes it implies, next to the ladder the measurements themselves give.
+crossover sizes it implies, next to the ladder the measurements themselves give; or print the
+default tables' thresholds (collectives/default_thresholds.hpp) as the measurements give them.
 
     mpirun -np 2 ... build-bench/bench/collectives/allreduce_perf -b 8 -e 16M --json ar.json
     tools/tune_collectives.py ar.json [more.json ...] [--fit-min 1K] [--absolute]
+    tools/tune_collectives.py --emit-header ar*.json rs*.json > collectives/default_thresholds.hpp
+
+--emit-header prints the current header with every threshold the given files measure replaced by
+the measured one (the sizes where the measured ladder switches, see THRESHOLDS below); thresholds
+no file measures keep their current value. Where each value came from goes to stderr. Rows carry
+"nodes" and "ranks_per_node" (files from before those fields count as one node).
 
 Model: t(bytes) = a + b * bytes (a: latency alpha in us; 1/b: effective bandwidth, which folds the
 reduction cost gamma into beta since both scale with bytes). Fitted by linear least squares; by
@@ -16,8 +23,14 @@ import argparse
 import itertools
 import json
 import math
+import os
+import re
 import sys
 from collections import defaultdict
+
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "collectives",
+                      "default_thresholds.hpp")
+ELEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8, "bfloat16": 2}
 
 
 def parse_size(text):
@@ -167,6 +180,130 @@ def markdown(key, rows):
         print("| " + " | ".join(line) + " |")
 
 
+# ---- --emit-header ----------------------------------------------------------------------------
+# Each threshold: the collective, which rows measure it (by nodes and ranks per node), the algorithm
+# the table picks on one side, the ones it competes with, and which side of the threshold it owns
+# ("up_to": the table picks it for sizes <= the threshold; "from": for sizes >= it). Sizes are the
+# table's key, bytes of one rank's contribution: count x element size.
+
+def one_node(small):
+    return lambda r, t: r["nodes"] == 1 and (r["ranks_per_node"] <= t["small_node_ranks"]) == small
+
+
+def across_nodes(ranks_per_node_ok):
+    return lambda r, t: r["nodes"] > 1 and ranks_per_node_ok(r["ranks_per_node"])
+
+
+THRESHOLDS = [
+    ("allreduce_one_shot_max_small_node", "allreduce", one_node(True), "one_shot", ["two_shot"],
+     "up_to"),
+    ("allreduce_one_shot_max", "allreduce", one_node(False), "one_shot", ["two_shot"], "up_to"),
+    ("allreduce_hierarchical_min", "allreduce", across_nodes(lambda n: n >= 2), "hierarchical",
+     ["recursive_doubling", "ring", "mpi"], "from"),
+    ("allreduce_recursive_doubling_max", "allreduce", across_nodes(lambda n: n == 1),
+     "recursive_doubling", ["ring", "mpi"], "up_to"),
+    # ring's range starts above recursive_doubling's: its rows are cut there (see derive()).
+    ("allreduce_ring_max", "allreduce", across_nodes(lambda n: n == 1), "ring", ["mpi"], "up_to"),
+    ("reduce_scatter_ring_min", "reduce_scatter", across_nodes(lambda n: True), "ring", ["mpi"],
+     "from"),
+]
+
+
+def read_header(path):
+    """The header's text and its constants: name -> value (std::size_t ones in bytes)."""
+    with open(path) as f:
+        text = f.read()
+    scale = {"": 1, "kKiB": 1 << 10, "kMiB": 1 << 20}
+    values = {}
+    for m in re.finditer(r"static constexpr (?:std::size_t|int) (\w+) = (\d+)(?: \* (kKiB|kMiB))?;",
+                         text):
+        values[m.group(1)] = int(m.group(2)) * scale[m.group(3) or ""]
+    return text, values
+
+
+def size_expr(n):
+    for unit, scale in (("kMiB", 1 << 20), ("kKiB", 1 << 10)):
+        if n and n % scale == 0:
+            return f"{n // scale} * {unit}"
+    return str(n)
+
+
+def switch_point(times, pick, others, side, sizes, floor=0):
+    """The threshold the measured medians give (None when `pick` or its rivals were not measured
+    at every size): "up_to", the largest size up to which `pick` is never slower than the fastest
+    rival (`floor` when it loses at the smallest); "from", the smallest size from which it never is
+    (one past the largest size when it loses at the largest)."""
+    if pick not in times or not any(o in times for o in others):
+        return None
+    if any(x not in times[pick] for x in sizes):
+        return None
+
+    def wins(x):
+        rival = min(times[o][x] for o in others if x in times.get(o, {}))
+        return times[pick][x] <= rival
+
+    if side == "up_to":
+        best = floor
+        for x in sizes:
+            if not wins(x):
+                break
+            best = x
+        return best
+    best = sizes[-1] + 1
+    for x in reversed(sizes):
+        if not wins(x):
+            break
+        best = x
+    return best
+
+
+def derive(name, coll, selects, pick, others, side, rows, current):
+    """Per measured group (ranks, ranks per node, dtype): the switch point; and their median."""
+    groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for r in rows:
+        if r.get("collective") != coll or not r.get("time_us") or not selects(r, current):
+            continue
+        key = r["count"] * ELEM_BYTES[r["dtype"]]
+        groups[(r["nranks"], r["ranks_per_node"], r["dtype"])][r["algo"]][key].append(r["time_us"])
+    found = []
+    for group, by_algo in sorted(groups.items()):
+        times = {a: {x: sorted(v)[len(v) // 2] for x, v in t.items()} for a, t in by_algo.items()}
+        sizes = sorted({x for t in times.values() for x in t})
+        floor = 0
+        if name == "allreduce_ring_max":  # ring's range starts where recursive_doubling's ends
+            floor = current["allreduce_recursive_doubling_max"]
+            sizes = [x for x in sizes if x > floor]
+        if not sizes:
+            continue
+        value = switch_point(times, pick, others, side, sizes, floor)
+        if value is not None:
+            found.append((group, value))
+    if not found:
+        return None, "not measured in these files: kept"
+    values = sorted(v for _, v in found)
+    detail = ", ".join(f"np {g[0]} ({g[1]}/node) {g[2]}: {human(v)}" for g, v in found)
+    return values[(len(values) - 1) // 2], f"median of {detail}"
+
+
+def emit_header(paths):
+    text, current = read_header(HEADER)
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            for r in json.load(f):
+                r.setdefault("nodes", 1)
+                r.setdefault("ranks_per_node", r.get("nranks", 1) // max(r["nodes"], 1))
+                rows.append(r)
+    for name, coll, selects, pick, others, side in THRESHOLDS:
+        value, how = derive(name, coll, selects, pick, others, side, rows, current)
+        if value is not None:
+            current[name] = value
+            text = re.sub(rf"(static constexpr std::size_t {name} = )[^;]+;",
+                          lambda m: m.group(1) + size_expr(value) + ";", text)
+        print(f"{name} = {human(current[name])}: {how}", file=sys.stderr)
+    sys.stdout.write(text)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("json", nargs="+", help="files written by *_perf --json")
@@ -175,7 +312,12 @@ def main():
     p.add_argument("--absolute", action="store_true", help="unweighted least squares")
     p.add_argument("--include-auto", action="store_true", help="fit the default ladder too")
     p.add_argument("--markdown", action="store_true", help="print the measurements as tables")
+    p.add_argument("--emit-header", action="store_true",
+                   help="print collectives/default_thresholds.hpp with the measured thresholds")
     args = p.parse_args()
+    if args.emit_header:
+        emit_header(args.json)
+        return
     groups = defaultdict(list)
     for path in args.json:
         with open(path) as f:

@@ -342,6 +342,8 @@ int run(int argc, char** argv, Collective coll, int rank) {
           row.speedup > 0 ? fmt::format("{:.2f}", row.speedup) : "n/a");
       out.push_back({{"collective", to_string(coll)},
                      {"nranks", p},
+                     {"nodes", comm.num_nodes()},
+                     {"ranks_per_node", comm.local_size()},
                      {"bytes", row.bytes},
                      {"count", row.count},
                      {"dtype", to_string(dt)},
