@@ -1,6 +1,8 @@
-// The three operators as OpBench: deterministic small-integer inputs (so every mode must agree
+// The operators as OpBench: deterministic small-integer inputs (so every mode must agree
 // bitwise with sequential), built once per shape.
 #include "op_bench.hpp"
+
+#include "tilecomm/bench_hooks.hpp"
 
 #include <fmt/format.h>
 
@@ -18,19 +20,33 @@ float small_int(std::uint64_t i) {
 class GemvBench : public OpBench {
  public:
   GemvBench(Communicator& comm, Device& dev, const Shape& s, const OpOptions& o)
-      : m_(s.size), k_(s.ratio), op_(comm, dev, s.size, s.ratio, o), w_(m_ * k_), x_(k_), y_(m_), ref_(m_), part_(m_) {
-    for (std::size_t i = 0; i < w_.size(); ++i) w_[i] = small_int(i + comm.rank());
-    for (std::size_t i = 0; i < k_; ++i) x_[i] = small_int(7 * i + 1);
+      : m_(s.size),
+        k_(s.ratio),
+        op_(comm, dev, s.size, s.ratio, o),
+        w_(m_ * k_),
+        x_(k_),
+        y_(m_),
+        ref_(m_),
+        part_(m_) {
+    for (std::size_t i = 0; i < w_.size(); ++i)
+      w_[i] = small_int(i + comm.rank());
+    for (std::size_t i = 0; i < k_; ++i)
+      x_[i] = small_int(7 * i + 1);
   }
-  void compute_only() override { op_.compute_only(w_.data(), x_.data(), part_.data()); }
-  void collective_only() override { op_.collective_only(part_.data(), y_.data()); }
+  void compute_only() override {
+    tilecomm::bench::compute_only(op_, w_.data(), x_.data(), part_.data());
+  }
+  void collective_only() override {
+    tilecomm::bench::collective_only(op_, part_.data(), y_.data());
+  }
   void run(Mode mode) override {
     op_.run(w_.data(), x_.data(), y_.data(), mode);
     if (mode == Mode::Sequential) ref_ = y_;
   }
   long long wrong_vs_sequential(Mode) override {
     long long wrong = 0;
-    for (std::size_t i = 0; i < m_; ++i) wrong += y_[i] != ref_[i];
+    for (std::size_t i = 0; i < m_; ++i)
+      wrong += y_[i] != ref_[i];
     return wrong;
   }
   std::size_t bytes() const override { return m_ * sizeof(float); }
@@ -45,12 +61,16 @@ class GemvBench : public OpBench {
 class EmbeddingBench : public OpBench {
  public:
   EmbeddingBench(Communicator& comm, Device& dev, const Shape& s, const OpOptions& o)
-      : batch_(s.size), pool_(s.ratio), dim_(s.dim), ntab_(s.tables),
+      : batch_(s.size),
+        pool_(s.ratio),
+        dim_(s.dim),
+        ntab_(s.tables),
         op_(comm, dev, std::vector<std::size_t>(s.tables, kRows), s.dim, s.size, Pooling::Sum, o) {
     std::mt19937 g(1234u + comm.rank());
     for (std::size_t t = 0; t < ntab_; ++t) {
       tables_.emplace_back(kRows * dim_);
-      for (std::size_t i = 0; i < tables_[t].size(); ++i) tables_[t][i] = small_int(i * 13 + t);
+      for (std::size_t i = 0; i < tables_[t].size(); ++i)
+        tables_[t][i] = small_int(i * 13 + t);
       idx_.emplace_back();
       off_.emplace_back(1, 0);
       for (std::size_t b = 0; b < batch_; ++b) {
@@ -67,17 +87,20 @@ class EmbeddingBench : public OpBench {
       bags_.push_back({idx_[t], off_[t], {}});
     }
     out_.resize(op_.local_batch() * op_.num_tables() * dim_);
-    send_.resize(op_.send_elems());
+    send_.resize(tilecomm::bench::send_elems(op_));
   }
-  void compute_only() override { op_.compute_only(ptrs_, bags_, send_.data()); }
-  void collective_only() override { op_.collective_only(send_.data(), out_.data()); }
+  void compute_only() override { tilecomm::bench::compute_only(op_, ptrs_, bags_, send_.data()); }
+  void collective_only() override {
+    tilecomm::bench::collective_only(op_, send_.data(), out_.data());
+  }
   void run(Mode mode) override {
     op_.run(ptrs_, bags_, out_.data(), mode);
     if (mode == Mode::Sequential) ref_ = out_;
   }
   long long wrong_vs_sequential(Mode) override {
     long long wrong = 0;
-    for (std::size_t i = 0; i < out_.size(); ++i) wrong += out_[i] != ref_[i];
+    for (std::size_t i = 0; i < out_.size(); ++i)
+      wrong += out_[i] != ref_[i];
     return wrong;
   }
   std::size_t bytes() const override { return send_.size() * sizeof(float); }
@@ -100,40 +123,54 @@ class MoeBench : public OpBench {
  public:
   // Every rank routes `tokens` rows, spread unevenly over all experts; experts hold K x N weights.
   MoeBench(Communicator& comm, Device& dev, const Shape& s, const OpOptions& o)
-      : tokens_(s.size), k_(s.ratio), n_(s.dim), e_(s.tables), p_(comm.size()),
+      : tokens_(s.size),
+        k_(s.ratio),
+        n_(s.dim),
+        e_(s.tables),
+        p_(comm.size()),
         op_(comm, dev, s.tables, s.ratio, s.dim, s.size * comm.size() * 2, s.size, o) {
     const std::size_t G = op_.num_experts();
-    auto share = [&](int src, std::size_t g) {  // rows src routes to g: uneven but summing to tokens
+    auto share = [&](int src,
+                     std::size_t g) {  // rows src routes to g: uneven but summing to tokens
       std::size_t w = 1 + (src * 7 + g * 3) % 5, total = 0;
-      for (std::size_t h = 0; h < G; ++h) total += 1 + (src * 7 + h * 3) % 5;
+      for (std::size_t h = 0; h < G; ++h)
+        total += 1 + (src * 7 + h * 3) % 5;
       std::size_t before = 0;
-      for (std::size_t h = 0; h < g; ++h) before += 1 + (src * 7 + h * 3) % 5;
+      for (std::size_t h = 0; h < g; ++h)
+        before += 1 + (src * 7 + h * 3) % 5;
       return (tokens_ * (before + w)) / total - (tokens_ * before) / total;
     };
     send_.resize(G);
-    for (std::size_t g = 0; g < G; ++g) send_[g] = share(comm.rank(), g);
+    for (std::size_t g = 0; g < G; ++g)
+      send_[g] = share(comm.rank(), g);
     std::size_t rows_in = 0;
     recv_.resize(e_ * p_);
     for (std::size_t e = 0; e < e_; ++e)
-      for (int src = 0; src < p_; ++src) rows_in += recv_[e * p_ + src] = share(src, op_.first_expert() + e);
+      for (int src = 0; src < p_; ++src)
+        rows_in += recv_[e * p_ + src] = share(src, op_.first_expert() + e);
     x_.resize(rows_in * k_);
-    for (std::size_t i = 0; i < x_.size(); ++i) x_[i] = small_int(i + comm.rank());
+    for (std::size_t i = 0; i < x_.size(); ++i)
+      x_[i] = small_int(i + comm.rank());
     for (std::size_t e = 0; e < e_; ++e) {
       w_.emplace_back(k_ * n_);
-      for (std::size_t i = 0; i < w_[e].size(); ++i) w_[e][i] = small_int(3 * i + e);
+      for (std::size_t i = 0; i < w_[e].size(); ++i)
+        w_[e][i] = small_int(3 * i + e);
       ptrs_.push_back(w_[e].data());
     }
     y_.resize(tokens_ * n_);
   }
-  void compute_only() override { op_.compute_only(ptrs_, x_.data(), recv_, send_); }
-  void collective_only() override { op_.collective_only(y_.data()); }
+  void compute_only() override {
+    tilecomm::bench::compute_only(op_, ptrs_, x_.data(), recv_, send_);
+  }
+  void collective_only() override { tilecomm::bench::collective_only(op_, y_.data()); }
   void run(Mode mode) override {
     op_.run(ptrs_, x_.data(), recv_, send_, y_.data(), mode);
     if (mode == Mode::Sequential) ref_ = y_;
   }
   long long wrong_vs_sequential(Mode) override {
     long long wrong = 0;
-    for (std::size_t i = 0; i < y_.size(); ++i) wrong += y_[i] != ref_[i];
+    for (std::size_t i = 0; i < y_.size(); ++i)
+      wrong += y_[i] != ref_[i];
     return wrong;
   }
   std::size_t bytes() const override { return x_.size() / k_ * n_ * sizeof(float); }
@@ -151,20 +188,65 @@ class MoeBench : public OpBench {
   std::vector<const float*> ptrs_;
 };
 
+class GemmRsBench : public OpBench {
+ public:
+  // size: rows of Y (rounded down to a multiple of the ranks, at least one per rank), ratio: K per
+  // rank, dim: N.
+  GemmRsBench(Communicator& comm, Device& dev, const Shape& s, const OpOptions& o)
+      : m_(std::max<std::size_t>(s.size / comm.size(), 1) * comm.size()),
+        k_(s.ratio),
+        n_(s.dim),
+        op_(comm, dev, m_, k_, n_, o),
+        a_(m_ * k_),
+        w_(k_ * n_),
+        y_(op_.rows_local() * n_),
+        ref_(y_.size()) {
+    for (std::size_t i = 0; i < a_.size(); ++i)
+      a_[i] = small_int(i + comm.rank());
+    for (std::size_t i = 0; i < w_.size(); ++i)
+      w_[i] = small_int(5 * i + 3);
+  }
+  void compute_only() override { tilecomm::bench::compute_only(op_, a_.data(), w_.data()); }
+  void collective_only() override { tilecomm::bench::collective_only(op_, y_.data()); }
+  void run(Mode mode) override {
+    op_.run(a_.data(), w_.data(), y_.data(), mode);
+    if (mode == Mode::Sequential) ref_ = y_;
+  }
+  long long wrong_vs_sequential(Mode) override {
+    long long wrong = 0;
+    for (std::size_t i = 0; i < y_.size(); ++i)
+      wrong += y_[i] != ref_[i];
+    return wrong;
+  }
+  std::size_t bytes() const override { return m_ * n_ * sizeof(float); }
+  std::string shape() const override { return fmt::format("M={} K={} N={}", m_, k_, n_); }
+
+ private:
+  std::size_t m_, k_, n_;
+  GemmReduceScatter op_;
+  std::vector<float> a_, w_, y_, ref_;
+};
+
 }  // namespace
 
 std::unique_ptr<OpBench> make_op_bench(const std::string& op, Communicator& comm, Device& device,
                                        const Shape& shape, const OpOptions& options) {
   if (op == "gemv_allreduce") return std::make_unique<GemvBench>(comm, device, shape, options);
-  if (op == "embedding_alltoall") return std::make_unique<EmbeddingBench>(comm, device, shape, options);
+  if (op == "embedding_alltoall")
+    return std::make_unique<EmbeddingBench>(comm, device, shape, options);
   if (op == "gemm_alltoall") return std::make_unique<MoeBench>(comm, device, shape, options);
+  if (op == "gemm_reduce_scatter")
+    return std::make_unique<GemmRsBench>(comm, device, shape, options);
   throw Error(ErrorCode::InvalidArgument,
-              fmt::format("--op {} is not one of: gemv_allreduce, embedding_alltoall, gemm_alltoall", op));
+              fmt::format("--op {} is not one of: gemv_allreduce, embedding_alltoall, "
+                          "gemm_alltoall, gemm_reduce_scatter",
+                          op));
 }
 
 Shape default_shape(const std::string& op) {
   if (op == "gemv_allreduce") return {1 << 18, 16, 0, 0};
   if (op == "embedding_alltoall") return {4096, 8, 64, 4};
+  if (op == "gemm_reduce_scatter") return {2048, 256, 1024, 0};
   return {2048, 64, 256, 4};
 }
 

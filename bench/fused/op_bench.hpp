@@ -10,13 +10,13 @@
 namespace tilecomm::bench {
 
 /// Shape knobs. `size` scales compute and communication together (GEMV: M rows, embedding: global
-/// batch, MoE: tokens per rank); `ratio` moves the balance between them (GEMV: K per rank,
-/// embedding: indices per bag, MoE: K).
+/// batch, MoE: tokens per rank, GEMM+ReduceScatter: M rows); `ratio` moves the balance between
+/// them (GEMV: K per rank, embedding: indices per bag, MoE: K, GEMM+ReduceScatter: K per rank).
 struct Shape {
   std::size_t size = 0;
   std::size_t ratio = 0;
-  std::size_t dim = 64;       // embedding dim / MoE N
-  std::size_t tables = 4;     // embedding tables per rank / MoE experts per rank
+  std::size_t dim = 64;    // embedding dim / MoE N / GEMM+ReduceScatter N
+  std::size_t tables = 4;  // embedding tables per rank / MoE experts per rank
 };
 
 class OpBench {
@@ -32,7 +32,7 @@ class OpBench {
   virtual std::string shape() const = 0;
 };
 
-/// op: "gemv_allreduce", "embedding_alltoall" or "gemm_alltoall".
+/// op: "gemv_allreduce", "embedding_alltoall", "gemm_alltoall" or "gemm_reduce_scatter".
 std::unique_ptr<OpBench> make_op_bench(const std::string& op, Communicator& comm, Device& device,
                                        const Shape& shape, const OpOptions& options);
 /// The default shape of an op (a roughly balanced point on this kind of machine).

@@ -1,8 +1,8 @@
 #pragma once
 /// \file embedding_alltoall.hpp
 /// Embedding-bag pooling + All-to-All: DLRM model-parallel sparse features. Each rank owns some
-/// embedding tables (rows x dim, float32; rows may differ, dim is shared). Every rank gets the pooled
-/// vectors of its own slice of the global batch for every table in the job.
+/// embedding tables (rows x dim, float32; rows may differ, dim is shared). Every rank gets the
+/// pooled vectors of its own slice of the global batch for every table in the job.
 
 #include <cstddef>
 #include <cstdint>
@@ -35,7 +35,8 @@ enum class Pooling { Sum, Mean };
 /// A context for one shape. Tables are numbered globally in rank order: rank 0's tables first.
 /// The global batch is split into contiguous slices, the first (batch % ranks) ranks one bag more.
 /// Created collectively; dim, global_batch and pooling must agree on every rank, else every rank
-/// raises Error(Mismatch).
+/// raises Error(Mismatch). Calls to run() are collective and ordered like collectives. `comm` and
+/// `device` must outlive the context.
 class EmbeddingAllToAll {
  public:
   /// `table_rows`: rows of each table this rank owns (may be empty).
@@ -45,29 +46,23 @@ class EmbeddingAllToAll {
   ~EmbeddingAllToAll();
 
   /// out[b][t][:] (shape [local_batch x num_tables x dim]) = pooled vector of bag batch_begin()+b
-  /// of global table t. `tables[i]` is local table i ([rows_i x dim] row-major), `bags[i]` its bags.
-  /// Out-of-range indices, bad offsets or sizes raise Error(InvalidArgument) naming the table and
-  /// bag on the rank that passed them, and Error(InvalidArgument) naming that rank on the others.
-  /// All modes give bitwise-identical results (each pooled vector is computed the same way).
+  /// of global table t. `tables[i]` is local table i ([rows_i x dim] row-major), `bags[i]` its
+  /// bags. Out-of-range indices, bad offsets or sizes raise Error(InvalidArgument) naming the table
+  /// and bag on the rank that passed them, and Error(InvalidArgument) naming that rank on the
+  /// others. All modes give bitwise-identical results (each pooled vector is computed the same
+  /// way).
   void run(std::span<const float* const> tables, std::span<const EmbeddingBags> bags, float* out,
            Mode mode);
-
-  /// The pooling kernel of sequential mode alone, into its per-destination send buffer
-  /// (benchmarks). Returns the buffer's size in floats through send_elems() beforehand.
-  void compute_only(std::span<const float* const> tables, std::span<const EmbeddingBags> bags,
-                    float* send);
-  /// The All-to-Allv (and reshape) of sequential mode alone (benchmarks).
-  void collective_only(const float* send, float* out);
-  std::size_t send_elems() const;
 
   std::size_t num_tables() const;   ///< tables in the job
   std::size_t first_table() const;  ///< global index of this rank's first table
   std::size_t local_batch() const;  ///< bags in this rank's slice
   std::size_t batch_begin() const;  ///< first global bag of this rank's slice
   std::size_t dim() const;
-  std::size_t tile_bags() const;    ///< bags per tile
+  std::size_t tile_bags() const;  ///< bags per tile
 
  private:
+  friend struct detail::BenchAccess;
   std::unique_ptr<detail::EmbeddingAllToAllImpl> impl_;
 };
 

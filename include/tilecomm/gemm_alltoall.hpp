@@ -27,7 +27,9 @@ struct GemmAllToAllImpl;
 /// (the order of its dispatch buffer). Counts may be uneven and zero.
 ///
 /// Created collectively; K, N and the tiling must agree on every rank, else every rank raises
-/// Error(Mismatch). Per call the routing counts are checked across ranks (one small allgather):
+/// Error(Mismatch). Calls to run() are collective and ordered like collectives. `comm` and
+/// `device` must outlive the context. Per call the routing counts are checked across ranks (one
+/// small allgather):
 /// a source's send count that differs from what the expert's owner expects raises the same
 /// Error(Mismatch) naming both ranks, the expert and both counts on every rank.
 /// All modes compute the same tiles with the same BLAS calls (only the destination differs), so
@@ -47,13 +49,6 @@ class GemmAllToAll {
            std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
            float* y, Mode mode);
 
-  /// The GEMM kernel of sequential mode alone into its send buffer (benchmarks).
-  void compute_only(std::span<const float* const> weights, const float* x,
-                    std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts);
-  /// The All-to-Allv of sequential mode alone, from the send buffer and routing of the last
-  /// compute_only() call (benchmarks).
-  void collective_only(float* y);
-
   std::size_t num_experts() const;   ///< experts in the job
   std::size_t first_expert() const;  ///< global id of this rank's first expert
   std::size_t local_experts() const;
@@ -61,6 +56,7 @@ class GemmAllToAll {
   std::size_t tile_cols() const;
 
  private:
+  friend struct detail::BenchAccess;
   std::unique_ptr<detail::GemmAllToAllImpl> impl_;
 };
 

@@ -18,7 +18,8 @@ struct GemvAllReduceImpl;
 
 /// A GEMV+AllReduce context for one shape: owns the symmetric buffers, tile flags and plans.
 /// Created collectively; M must be equal on every rank (K_r may differ, also 0), else every rank
-/// raises Error(Mismatch). Calls to run() are collective and ordered like collectives.
+/// raises Error(Mismatch). Calls to run() are collective and ordered like collectives. `comm` and
+/// `device` must outlive the context.
 ///
 /// Results: sequential and shaped reduce through tilecomm's AllReduce; fused reduces each row block
 /// at its owner in rank order (two-shot). With exact inputs (small integers) all modes agree
@@ -33,17 +34,13 @@ class GemvAllReduce {
   /// w or x. Null pointers are allowed only for empty extents.
   void run(const float* w, const float* x, float* y, Mode mode);
 
-  /// The compute kernel of sequential mode alone: partial = W_r x_r (benchmarks).
-  void compute_only(const float* w, const float* x, float* partial);
-  /// The collective of sequential mode alone on a ready partial (benchmarks).
-  void collective_only(const float* partial, float* y);
-
   std::size_t m() const;
   std::size_t k_local() const;
   /// Rows per tile (row block) of the fused and compute kernels.
   std::size_t tile_rows() const;
 
  private:
+  friend struct detail::BenchAccess;
   std::unique_ptr<detail::GemvAllReduceImpl> impl_;
 };
 

@@ -3,7 +3,8 @@
 /// What the fused operators share: the three execution modes and their options.
 ///
 ///  - Sequential: the compute kernel runs on all CUs and finishes; then the collective runs.
-///  - Shaped (Cui & Pericas, occupancy shaping): the work is split into chunks; each chunk's compute
+///  - Shaped (Cui & Pericas, occupancy shaping): the work is split into chunks; each chunk's
+///  compute
 ///    kernel asks for enough LDS that fewer of its WGs are resident, leaving room for a
 ///    communication kernel on a high-priority stream that runs the collective of chunk i while
 ///    chunk i+1 computes. Overlap at kernel granularity.
@@ -17,6 +18,10 @@
 #include <string_view>
 
 namespace tilecomm {
+
+namespace detail {
+struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
+}
 
 enum class Mode { Sequential, Shaped, Fused };
 

@@ -11,6 +11,7 @@
 #include "tilecomm/error.hpp"
 #include "tilecomm/flags.hpp"
 #include "tilecomm/gemm_alltoall.hpp"
+#include "tilecomm/gemm_reduce_scatter.hpp"
 #include "tilecomm/gemv_allreduce.hpp"
 #include "tilecomm/ops.hpp"
 #include "tilecomm/trace.hpp"

@@ -2,8 +2,8 @@
 
 #include <cblas.h>
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <mutex>
 
 #include "tilecomm/error.hpp"
@@ -13,9 +13,12 @@ namespace tilecomm {
 
 std::string_view to_string(Mode mode) noexcept {
   switch (mode) {
-    case Mode::Sequential: return "sequential";
-    case Mode::Shaped: return "shaped";
-    case Mode::Fused: return "fused";
+    case Mode::Sequential:
+      return "sequential";
+    case Mode::Shaped:
+      return "shaped";
+    case Mode::Fused:
+      return "fused";
   }
   return "?";
 }

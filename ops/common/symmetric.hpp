@@ -45,13 +45,13 @@ class SegmentLayout {
   std::size_t size_ = 0;
 };
 
-/// Collective over comm.comm: raises Error(Mismatch) on every rank unless every rank passed the
+/// Collective over comm.mpi: raises Error(Mismatch) on every rank unless every rank passed the
 /// same `values`. The message names `op`, the field, and the first disagreeing rank's value next to
 /// rank 0's.
-void agree_across_ranks(const CommImpl& comm, const char* op, std::initializer_list<const char*> names,
-                        std::vector<long long> values);
+void agree_across_ranks(const CommImpl& comm, const char* op,
+                        std::initializer_list<const char*> names, std::vector<long long> values);
 
-/// Collective over comm.comm: the smallest `value` of all ranks.
+/// Collective over comm.mpi: the smallest `value` of all ranks.
 std::size_t min_across_ranks(const CommImpl& comm, std::size_t value);
 
 }  // namespace tilecomm::detail

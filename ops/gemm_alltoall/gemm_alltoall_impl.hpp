@@ -1,94 +1,87 @@
 #pragma once
-// Private state of GemmAllToAll, shared by the unfused modes (gemm_alltoall.cpp) and the fused
-// kernel (gemm_alltoall_fused.cpp).
+// Private state of GemmAllToAll: its routing, memory layout and tiles on top of the operator
+// framework (ops/common/). Set-up, the per-call routing agreement and the unfused modes are in
+// gemm_alltoall.cpp, the fused kernel in gemm_alltoall_fused.cpp.
 
-#include <map>
-#include <memory>
 #include <span>
 #include <vector>
 
-#include "collectives/comm_impl.hpp"
-#include "ops/common/proxy.hpp"
-#include "ops/common/symmetric.hpp"
-#include "tilecomm/flags.hpp"
+#include "ops/common/block_exchange.hpp"
+#include "ops/common/op_context.hpp"
 #include "tilecomm/gemm_alltoall.hpp"
 
 namespace tilecomm::detail {
 
-/// A tile: local expert e, source rank s, rows [r0, r1) of block (e, s), columns [c0, c1).
+/// A tile: local expert `expert`, source rank `src` (where its tokens came from and its results
+/// go), rows [row0, row1) of block (expert, src), columns [col0, col1).
 struct GemmTile {
-  std::size_t e;
-  int s;
-  std::size_t r0, r1, c0, c1;
+  std::size_t expert;
+  int src;
+  std::size_t row0, row1, col0, col1;
 };
 
-/// The routing of one call, derived once per call from the counts of every rank.
+/// The routing of one call, derived from the counts of every rank.
 struct Routing {
-  std::vector<std::size_t> all_send;  // [rank][global expert]: rows routed (allgathered)
-  std::vector<std::size_t> xoff;      // [e * p + s]: first row of block (e, s) in x
-  std::vector<std::size_t> soff;      // [s * E + e]: first row of block (e, s) in the send buffer
-                                      // (one extra entry: the total)
-  std::vector<std::size_t> ypre;      // [s * (G + 1) + g]: first row of expert g's results in s's y
-  std::size_t rows_in = 0;            // rows my experts received
-  std::size_t rows_out = 0;           // rows I routed out
-  std::size_t sent(int s, std::size_t g, std::size_t ng) const { return all_send[s * ng + g]; }
+  std::vector<std::size_t> all_send;  // [rank * G + g]: rows rank routed to global expert g
+  std::vector<std::size_t> x_row;     // [e * p + s]: first row of block (e, s) in x; [E p]: total
+  std::vector<std::size_t> send_row;  // [s * E + e]: first row of block (e, s) in the send buffer
+  std::vector<std::size_t>
+      y_row_prefix;          // [s * (G + 1) + g]: first row of expert g's results in s's y
+  std::size_t rows_in = 0;   // rows my experts received
+  std::size_t rows_out = 0;  // rows I routed out
 };
 
 struct GemmAllToAllImpl {
   GemmAllToAllImpl(Communicator& comm, Device& device, std::size_t experts, std::size_t k,
                    std::size_t n, std::size_t max_in, std::size_t max_out, OpOptions options);
-  ~GemmAllToAllImpl();
 
-  std::size_t experts_of(int r) const { return first_exp[r + 1] - first_exp[r]; }
+  std::size_t experts_of(int r) const { return first_expert[r + 1] - first_expert[r]; }
+  std::size_t experts() const { return first_expert.back(); }
   /// Local checks, then the collective routing exchange and cross-check; raises the same error on
-  /// every rank when any rank's arguments or counts are wrong.
+  /// every rank when any rank's arguments or counts are wrong. Sets `route`.
   void prepare(std::span<const float* const> weights, const float* x,
                std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
                const float* y, bool check_y = true);
   /// First row of global expert g's results in rank s's y.
-  std::size_t yoff(int s, std::size_t g) const;
+  std::size_t y_row(int s, std::size_t g) const {
+    return route.y_row_prefix[s * (experts() + 1) + g];
+  }
+  /// Flag index (and MPI tag) of the result tile of global expert g at (row in expert, column).
+  std::size_t flag_of(std::size_t g, std::size_t row, std::size_t col) const {
+    return (g * max_row_blocks + row / tile_rows) * col_blocks + col / tile_cols;
+  }
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
   /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc).
   void gemm_tile(std::span<const float* const> weights, const float* x, const GemmTile& t,
                  float* dst, std::size_t ldc) const;
+  /// gemm_tile into the send buffer of the unfused modes (grouped by source rank, then expert).
+  void gemm_to_send(std::span<const float* const> weights, const float* x, const GemmTile& t);
+  /// All-to-Allv of chunk c of nc (part c of every owner's experts) from the send buffer into y.
+  void exchange(float* y, std::size_t c, std::size_t nc);
 
-  void compute(std::span<const float* const> weights, const float* x,
-               const std::vector<GemmTile>& tiles, std::size_t lds, const char* name);
-  void exchange(float* y, std::size_t chunk, std::size_t chunks);
   void run_sequential(std::span<const float* const> weights, const float* x, float* y);
   void run_shaped(std::span<const float* const> weights, const float* x, float* y);
   void run_fused(std::span<const float* const> weights, const float* x, float* y);
-  void setup_fused();
-  // rows x cols, row stride n; creates and caches (host thread only: WGs read `types`).
-  MPI_Datatype block_type(std::size_t rows, std::size_t cols);
 
-  Communicator& pub;
-  CommImpl& comm;
-  Device& dev;
-  std::size_t ne, k, n, max_in, max_out;
-  OpOptions opt;
+  OpContext ctx;
+  const Topology& topo;
+  std::size_t local_experts, k, n, max_in, max_out;
   std::size_t max_out_all = 0;  // the largest max_rows_out of any rank (sizes the inboxes)
-  std::size_t tile_r = 0, tile_c = 0, ncb = 0, max_rb = 0;
-  std::vector<std::size_t> first_exp;  // per rank prefix; first_exp[p] = experts in the job
+  std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
+  std::vector<std::size_t> first_expert;  // per rank prefix; [p] = experts in the job
   Routing route;
-  std::vector<float> send_buf;  // sequential/shaped: results grouped by source rank, then expert
-  Stream compute_stream, comm_stream;
-  MPI_Comm op_comm = MPI_COMM_NULL;
+  std::vector<float> send_buf;  // unfused modes: results grouped by source rank, then expert
+  // Fused: flags [experts x max_row_blocks x col_blocks], an inbox laid out like y ([max_out x N]).
+  BlockExchange fused_exchange;
 
-  // ---- fused ----
-  // Segment of each on-node rank: flags [experts x max_rb x ncb], then an inbox laid out like its
-  // y ([max_out x N]) that on-node owners store result tiles into.
-  std::unique_ptr<SymmetricBuffer> shm;
-  std::size_t off_flags = 0, off_inbox = 0;
-  std::vector<TileFlags> flags;
-  std::vector<float> staging;  // tiles bound off-node, laid out like the send buffer
-  std::unique_ptr<Proxy> proxy;
-  std::map<std::pair<std::size_t, std::size_t>, MPI_Datatype> types;
-  std::uint32_t epoch = 0;
-  std::size_t flag_of(std::size_t g, std::size_t row_in_expert, std::size_t c0) const {
-    return (g * max_rb + row_in_expert / tile_r) * ncb + c0 / tile_c;
-  }
-  float* inbox(int local) const { return reinterpret_cast<float*>(shm->segment(local) + off_inbox); }
+ private:
+  std::string local_error(std::span<const float* const> weights, const float* x,
+                          std::span<const std::size_t> recv_counts,
+                          std::span<const std::size_t> send_counts, const float* y,
+                          bool check_y) const;
+  void check_routing(const std::vector<unsigned long long>& all, std::size_t stride) const;
+  void derive_routing(const std::vector<unsigned long long>& all, std::size_t stride,
+                      std::span<const std::size_t> recv_counts);
 };
 
 }  // namespace tilecomm::detail

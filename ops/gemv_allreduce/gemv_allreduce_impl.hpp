@@ -1,14 +1,12 @@
 #pragma once
-// Private state of GemvAllReduce, shared by the unfused paths (gemv_allreduce.cpp) and the fused
-// kernel (gemv_allreduce_fused.cpp).
+// Private state of GemvAllReduce: its row blocks and memory layout on top of the operator framework
+// (ops/common/). Set-up and the unfused modes are in gemv_allreduce.cpp, the fused kernel in
+// gemv_allreduce_fused.cpp.
 
-#include <memory>
 #include <vector>
 
-#include "collectives/comm_impl.hpp"
-#include "ops/common/proxy.hpp"
-#include "ops/common/symmetric.hpp"
-#include "tilecomm/flags.hpp"
+#include "ops/common/fused_plan.hpp"
+#include "ops/common/op_context.hpp"
 #include "tilecomm/gemv_allreduce.hpp"
 
 namespace tilecomm::detail {
@@ -16,49 +14,52 @@ namespace tilecomm::detail {
 struct GemvAllReduceImpl {
   GemvAllReduceImpl(Communicator& comm, Device& device, std::size_t m, std::size_t k,
                     OpOptions options);
-  ~GemvAllReduceImpl();
 
   // Row block b: rows [row0(b), row0(b + 1)).
   std::size_t row0(std::size_t b) const { return std::min(m, b * tile); }
   std::size_t rows(std::size_t b) const { return row0(b + 1) - row0(b); }
-  // Blocks are split into p contiguous ranges; rank o owns (reduces) [first_block(o), first_block(o+1)).
+  // Blocks are split into p contiguous ranges; rank o owns (reduces) [first_block(o),
+  // first_block(o+1)).
   std::size_t first_block(int o) const;
   int owner(std::size_t b) const;
-  // partial[row0(b) .. ) = W[rows of b] * x
+  // out[0 .. rows(b)) = W[rows of b] * x
   void gemv_tile(const float* w, const float* x, float* out, std::size_t b) const;
-  void check_args(const float* w, const float* x, const float* y) const;
+  void validate(const float* w, const float* x, const float* y) const;
 
-  void compute(const float* w, const float* x, float* out);  // the sequential compute kernel
+  void compute(const float* w, const float* x, float* partial);  // the sequential compute kernel
   void run_sequential(const float* w, const float* x, float* y);
   void run_shaped(const float* w, const float* x, float* y);
   void run_fused(const float* w, const float* x, float* y);  // gemv_allreduce_fused.cpp
-  void setup_fused();
 
-  Communicator& pub;
-  CommImpl& comm;
-  Device& dev;
-  std::size_t m, k, tile, nblocks;
-  OpOptions opt;
-  Stream compute_stream, comm_stream;
+  OpContext ctx;
+  const Topology& topo;
+  std::size_t m, k, tile = 0, blocks = 0;
   std::vector<float> partial;  // sequential and shaped: this rank's W_r x_r
 
   // ---- fused ----
   // Segment of each on-node rank: flags, then partials[2][p][M] (slot s: rank s's partial of the
   // rows this rank owns), then reduced[2][M] (this rank's reduced blocks). Parity = epoch & 1
   // double-buffers consecutive calls.
-  MPI_Comm op_comm = MPI_COMM_NULL;  // private duplicate for the proxy's tags
-  std::unique_ptr<SymmetricBuffer> shm;
-  std::size_t off_partial_flags = 0, off_reduced_flags = 0, off_arrived_flags = 0;
-  std::size_t off_partials = 0, off_reduced = 0;
-  std::vector<TileFlags> partial_flags;  // per local rank: [p * nblocks], index s * nblocks + b
-  std::vector<TileFlags> reduced_flags;  // per local rank: [nblocks]
+  std::size_t partials_offset = 0, reduced_offset = 0;
+  std::vector<TileFlags> partial_flags;  // per local rank: [p * blocks], index s * blocks + b
+  std::vector<TileFlags> reduced_flags;  // per local rank: [blocks]
   TileFlags arrived_flags;               // mine: reduced block b arrived from an off-node owner
-  std::vector<float> staging;            // partials bound off-node, kept until sent
-  std::unique_ptr<Proxy> proxy;
-  std::uint32_t epoch = 0;
 
-  float* partials(int local, int parity, int src) const;
-  float* reduced(int local, int parity) const;
+  float* partials(int local, int parity, int src) const {
+    return ctx.region(local, partials_offset) +
+           (static_cast<std::size_t>(parity) * topo.size + src) * m;
+  }
+  float* reduced(int local, int parity) const {
+    return ctx.region(local, reduced_offset) + static_cast<std::size_t>(parity) * m;
+  }
+
+ private:
+  void map_fused_segment();
+  struct FusedCall;
+  void plan_fused(FusedPlan& plan, FusedCall& call);
+  void fused_compute(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
+  void fused_reduce(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
+  void fused_gather(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
 };
 
 }  // namespace tilecomm::detail

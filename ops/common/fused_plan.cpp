@@ -1,0 +1,76 @@
+#include "ops/common/fused_plan.hpp"
+
+#include <algorithm>
+
+#include "collectives/reduce.hpp"
+
+namespace tilecomm::detail {
+
+FusedPlan::FusedPlan(OpContext& ctx)
+    : ctx_(ctx), epoch_(ctx.next_epoch()), staging_(&ctx.staging()) {
+  if (ctx_.proxy() != nullptr) ctx_.proxy()->reset();
+}
+
+std::size_t FusedPlan::stage(std::size_t floats) {
+  const std::size_t at = staged_floats_;
+  staged_floats_ += floats;
+  return at;
+}
+
+void FusedPlan::expect_recv(void* buf, int count, MPI_Datatype type, int src, int tag,
+                            TileFlags& flags, std::size_t idx) {
+  ctx_.proxy()->expect_recv(buf, count, type, src, tag, &flags, idx, epoch_);
+}
+
+void FusedPlan::release(const WorkgroupContext& wg, TileFlags& flags, std::size_t idx, int dst,
+                        std::int64_t tile, std::int64_t bytes) const {
+  flags.signal(idx, epoch_);
+  wg.mark("tile stored", tile, dst, bytes);
+}
+
+void FusedPlan::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type,
+                     int dst, int tag, std::int64_t tile, std::int64_t bytes) const {
+  ctx_.proxy()->send(wg, buf, count, type, dst, tag);
+  wg.mark("tile handed to proxy", tile, dst, bytes);
+}
+
+void FusedPlan::await(const WorkgroupContext& wg, int src, const TileFlags& flags, std::size_t idx,
+                      const char* what) const {
+  if (ctx_.topo.on_node(src))
+    flags.wait(idx, epoch_, ctx_.comm.timeout_s, what);
+  else
+    ctx_.proxy()->wait(wg, flags, idx, epoch_, what);  // the proxy receives it
+}
+
+void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& flags,
+                                std::size_t stride, std::size_t idx,
+                                const std::function<const float*(int rank)>& partial_of, float* dst,
+                                std::size_t count, const char* what) const {
+  const int p = ctx_.topo.size;
+  const float* on_stack[64];
+  std::vector<const float*> on_heap;
+  const float** sources = p <= 64 ? on_stack : (on_heap.resize(p), on_heap.data());
+  for (int s = 0; s < p; ++s) {
+    await(wg, s, flags, static_cast<std::size_t>(s) * stride + idx, what);
+    sources[s] = partial_of(s);
+  }
+  reduce_n(dst, reinterpret_cast<const void* const*>(sources), p, count, DataType::Float32,
+           ReduceOp::Sum);
+}
+
+void FusedPlan::run(const TaskFn& body) {
+  if (staging_->size() < staged_floats_) staging_->resize(staged_floats_);
+  Proxy* proxy = ctx_.proxy();
+  if (proxy != nullptr) {
+    proxy->expect_sends(sends_);
+    proxy->launch(ctx_.comm_stream, ctx_.kernel_name("proxy").c_str());
+  }
+  const std::size_t wgs = std::max<std::size_t>(1, ctx_.wg_slots() - (proxy ? 1 : 0));
+  if (!order_.empty())
+    ctx_.compute_stream.launch_persistent({ctx_.kernel_name("fused"), wgs, 0}, std::move(order_),
+                                          body);
+  ctx_.compute_stream.synchronize();
+  if (proxy != nullptr) ctx_.comm_stream.synchronize();
+}
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,88 @@
+#pragma once
+// One call of an operator's fused kernel: the task list of a persistent kernel, the communication
+// it implies, and the primitives a task uses to move a tile.
+//
+// A tile bound for rank `dst` goes one of three ways (Dest): it stays on this rank, it is stored
+// into an on-node rank's symmetric segment and released with a flag, or it is handed to the proxy,
+// which sends it over MPI; the receiving rank's proxy has pre-posted a receive straight into where
+// the tile belongs and raises the same flag when it lands. So a consumer only ever waits for a flag
+// to reach the call's epoch: await() does that, polling MPI while it waits when the tile comes from
+// off-node.
+//
+// Host side: build the order (add), name the receives and the number of sends the call expects
+// (expect_recv, expect_sends), reserve staging for off-node tiles (stage), then run(body).
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "ops/common/op_context.hpp"
+
+namespace tilecomm::detail {
+
+class FusedPlan {
+ public:
+  enum class Dest { Self, OnNode, OffNode };
+
+  /// Starts a call: takes the context's next epoch and forgets the proxy's previous call.
+  explicit FusedPlan(OpContext& ctx);
+
+  std::uint32_t epoch() const { return epoch_; }
+  /// 0 or 1: which half of double-buffered regions this call uses.
+  int parity() const { return static_cast<int>(epoch_ & 1u); }
+  /// How a tile reaches `rank`.
+  Dest dest(int rank) const {
+    return rank == ctx_.topo.rank    ? Dest::Self
+           : ctx_.topo.on_node(rank) ? Dest::OnNode
+                                     : Dest::OffNode;
+  }
+
+  // ---- host, before run() ----
+  /// Appends task `task` to the kernel's order: tasks start in the order they are added.
+  void add(std::size_t task) { order_.push_back(task); }
+  std::size_t tasks() const { return order_.size(); }
+  /// Reserves `floats` of staging for an off-node tile; returns its offset for staged().
+  std::size_t stage(std::size_t floats);
+  /// A receive of this call (proxy, off-node `src` only): on completion flags[idx] = epoch.
+  void expect_recv(void* buf, int count, MPI_Datatype type, int src, int tag, TileFlags& flags,
+                   std::size_t idx);
+  /// One more send() this call will make.
+  void expect_send() { ++sends_; }
+
+  // ---- in a task ----
+  /// Staging reserved by stage(): untouched by anything else until the call ends.
+  float* staged(std::size_t offset) const { return staging_->data() + offset; }
+  /// Releases a tile stored into on-node rank `dst`'s segment: flags[idx] = epoch.
+  /// `tile` and `bytes` label the trace mark.
+  void release(const WorkgroupContext& wg, TileFlags& flags, std::size_t idx, int dst,
+               std::int64_t tile, std::int64_t bytes) const;
+  /// Hands a finished off-node tile to the proxy (MPI_Isend now, completed by the proxy).
+  void send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type, int dst,
+            int tag, std::int64_t tile, std::int64_t bytes) const;
+  /// Waits until flags[idx] reaches the epoch: a tile from `src` stored (on-node) or received by
+  /// the proxy (off-node). Error(Timeout) naming `what` after the communicator's deadline.
+  void await(const WorkgroupContext& wg, int src, const TileFlags& flags, std::size_t idx,
+             const char* what) const;
+
+  /// The owner's step of a fused reduction: awaits the partial of every rank s (flag
+  /// s * stride + idx of `flags`) and reduces them in rank order into `dst` (`count` floats).
+  void reduce_partials(const WorkgroupContext& wg, const TileFlags& flags, std::size_t stride,
+                       std::size_t idx, const std::function<const float*(int rank)>& partial_of,
+                       float* dst, std::size_t count, const char* what) const;
+
+  /// Launches the proxy (when the job spans nodes) and then the persistent kernel over the order,
+  /// with every WG slot but the proxy's; returns when both have finished.
+  void run(const TaskFn& body);
+
+ private:
+  OpContext& ctx_;
+  std::uint32_t epoch_;
+  std::vector<std::size_t> order_;
+  std::size_t sends_ = 0;
+  std::vector<float>* staging_;
+  std::size_t staged_floats_ = 0;
+};
+
+}  // namespace tilecomm::detail

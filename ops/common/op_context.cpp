@@ -1,0 +1,124 @@
+#include "ops/common/op_context.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "collectives/verify.hpp"
+#include "ops/common/op_util.hpp"
+#include "tilecomm/error.hpp"
+
+namespace tilecomm::detail {
+
+OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& op)
+    : communicator(c),
+      comm(impl_of(c)),
+      topo(comm.topo),
+      device(d),
+      options(std::move(opts)),
+      info(op),
+      verify_kind_(register_call_kind(op.name, op.shape)) {
+  if (options.shaped.chunks < 1)
+    invalid(fmt::format("shaped.chunks = {} (must be >= 1)", options.shaped.chunks));
+  blas_single_threaded();
+  compute_stream = device.create_stream(Stream::kNormal);
+  comm_stream = device.create_stream(Stream::kHigh);
+}
+
+OpContext::~OpContext() {
+  for (auto& [shape, type] : block_types_)
+    MPI_Type_free(&type);
+  proxy_.reset();
+  segment_.reset();
+  if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
+}
+
+void OpContext::invalid(const std::string& what) const {
+  throw Error(ErrorCode::InvalidArgument, fmt::format("{}: {}", info.name, what));
+}
+
+void OpContext::agree(std::initializer_list<const char*> names,
+                      std::vector<long long> values) const {
+  agree_across_ranks(comm, info.name, names, std::move(values));
+}
+
+std::size_t OpContext::min_across_ranks(std::size_t value) const {
+  return detail::min_across_ranks(comm, value);
+}
+
+std::string OpContext::kernel_name(std::string_view phase) const {
+  return fmt::format("{}.{}", info.trace, phase);
+}
+
+std::size_t OpContext::wg_slots() const {
+  return static_cast<std::size_t>(device.num_cus()) * device.wg_slots_per_cu();
+}
+
+std::vector<int> OpContext::destination_order(bool remote_first) const {
+  std::vector<int> order;
+  auto cls = [&](int q) {
+    return !remote_first ? 0 : !topo.on_node(q) ? 0 : q != topo.rank ? 1 : 2;
+  };
+  for (int pass = 0; pass < (remote_first ? 3 : 1); ++pass)
+    for (int q = 0; q < topo.size; ++q)
+      if (cls(q) == pass) order.push_back(q);
+  return order;
+}
+
+void OpContext::map_segment(const SegmentLayout& layout) {
+  mpi_check(MPI_Comm_dup(comm.mpi, &mpi), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
+  segment_ = std::make_unique<SymmetricBuffer>(comm, layout.size());
+  if (spans_nodes()) proxy_ = std::make_unique<Proxy>(mpi, comm.timeout_s, info.name);
+}
+
+std::vector<TileFlags> OpContext::flags_at(std::size_t offset, std::size_t count) const {
+  std::vector<TileFlags> flags;
+  for (int l = 0; l < topo.local_size; ++l)
+    flags.emplace_back(segment_->segment(l) + offset, count);
+  return flags;
+}
+
+MPI_Datatype OpContext::block_type(std::size_t rows, std::size_t cols, std::size_t ld) {
+  const auto key = std::make_tuple(rows, cols, ld);
+  if (auto it = block_types_.find(key); it != block_types_.end()) return it->second;
+  MPI_Datatype type;
+  mpi_check(MPI_Type_vector(static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(ld),
+                            MPI_FLOAT, &type),
+            "MPI_Type_vector");
+  mpi_check(MPI_Type_commit(&type), "MPI_Type_commit");
+  block_types_.emplace(key, type);
+  return type;
+}
+
+void OpContext::verify(Mode mode, std::array<std::uint64_t, 3> shape) {
+  verify_op_call(comm, verify_kind_, shape, to_string(mode));
+}
+
+void OpContext::run_compute(std::size_t tiles,
+                            const std::function<void(std::size_t tile)>& compute) {
+  if (tiles == 0) return;
+  compute_stream.launch({kernel_name("compute"), {tiles, 1}, 0},
+                        [&compute](const WorkgroupContext& wg) { compute(wg.id); });
+  compute_stream.synchronize();
+}
+
+void OpContext::run_shaped(const ShapedChunks& plan) {
+  const std::size_t lds = shaped_lds_bytes(device, options.shaped.free_cus);
+  const std::string compute_name = kernel_name("compute.chunk");
+  const std::string comm_name = kernel_name("collective.chunk");
+  for (std::size_t c = 0; c < plan.chunks; ++c) {
+    // A chunk with nothing to compute on this rank still takes part in the chunk's collective.
+    if (const std::size_t tiles = plan.tiles(c); tiles > 0)
+      compute_stream.launch({compute_name, {tiles, 1}, lds},
+                            [&plan, c](const WorkgroupContext& wg) { plan.compute(c, wg.id); });
+    comm_stream.wait(compute_stream.record());
+    comm_stream.launch({comm_name, {1, 1}, 0},
+                       [&plan, c](const WorkgroupContext&) { plan.communicate(c); });
+  }
+  compute_stream.synchronize();
+  comm_stream.synchronize();
+}
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,148 @@
+#pragma once
+// What every operator context owns and does the same way: its streams, its private communicator,
+// the node's symmetric segment with per-tile flags, the proxy for off-node peers, the call epoch,
+// mode dispatch behind the verify-mode hook, and the shaped mode's chunk loop. An operator adds
+// its compute kernels, its memory layout and its tile list (docs/ops.md, "How to add an operator").
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "collectives/comm_impl.hpp"
+#include "ops/common/proxy.hpp"
+#include "ops/common/symmetric.hpp"
+#include "tilecomm/device.hpp"
+#include "tilecomm/flags.hpp"
+#include "tilecomm/ops.hpp"
+
+namespace tilecomm::detail {
+
+/// Names an operator: `name` in errors ("GemvAllReduce"), `trace` as the prefix of its kernels'
+/// trace names ("gemv_allreduce" -> "gemv_allreduce.fused"), `shape` the names of the up to three
+/// shape values its verify-mode fingerprint carries (unused entries null).
+struct OpInfo {
+  const char* name;
+  const char* trace;
+  std::array<const char*, 3> shape;
+};
+
+/// Shaped mode (Cui & Pericas) as data: chunk c's compute kernel (tiles(c) WGs, shaped LDS) runs on
+/// the compute stream; its collective runs as a one-WG kernel on the high-priority stream once the
+/// chunk's compute has finished, overlapping the next chunk's compute.
+struct ShapedChunks {
+  std::size_t chunks = 1;
+  /// WGs of chunk c's compute kernel (0: no compute kernel; the chunk's collective still runs).
+  std::function<std::size_t(std::size_t chunk)> tiles;
+  /// The compute of WG `tile` of chunk c.
+  std::function<void(std::size_t chunk, std::size_t tile)> compute;
+  /// Chunk c's collective.
+  std::function<void(std::size_t chunk)> communicate;
+};
+
+class OpContext {
+ public:
+  /// Local: no communication (an operator checks its arguments before its first collective).
+  /// `comm` and `device` must outlive this.
+  OpContext(Communicator& comm, Device& device, OpOptions options, const OpInfo& info);
+  ~OpContext();
+  OpContext(const OpContext&) = delete;
+  OpContext& operator=(const OpContext&) = delete;
+
+  Communicator& communicator;
+  CommImpl& comm;
+  const Topology& topo;
+  Device& device;
+  const OpOptions options;
+  const OpInfo info;
+  Stream compute_stream, comm_stream;
+  /// Private duplicate of the communicator: the fused kernel's tags and per-call exchanges.
+  MPI_Comm mpi = MPI_COMM_NULL;
+
+  /// Error(InvalidArgument) "<name>: <what>".
+  [[noreturn]] void invalid(const std::string& what) const;
+  /// Collective: Error(Mismatch) on every rank unless every rank passed the same `values`.
+  void agree(std::initializer_list<const char*> names, std::vector<long long> values) const;
+  /// Collective: the smallest `value` of all ranks (tile sizes derived from each rank's device).
+  std::size_t min_across_ranks(std::size_t value) const;
+
+  /// "<trace>.<phase>", the name of one of the operator's kernels in traces.
+  std::string kernel_name(std::string_view phase) const;
+  /// Every rank once, in the order a fused kernel should produce their tiles: with
+  /// `remote_first`, off-node ranks, then other on-node ranks, then this rank; else rank order.
+  std::vector<int> destination_order(bool remote_first) const;
+  /// WG slots of the device (CUs x slots per CU).
+  std::size_t wg_slots() const;
+  /// True when some peers are reached over MPI (the fused kernel then has a proxy).
+  bool spans_nodes() const { return topo.num_nodes > 1; }
+
+  // ---- the node's symmetric segment (fused mode) ----
+  /// Collective: duplicates the communicator (mpi), maps `layout.size()` zeroed bytes per rank of
+  /// the node's symmetric segment, creates the proxy when the job spans nodes. Call once, last in
+  /// the operator's constructor.
+  void map_segment(const SegmentLayout& layout);
+  /// Region at `offset` of on-node rank `local`'s segment.
+  template <class T = float>
+  T* region(int local, std::size_t offset) const {
+    return reinterpret_cast<T*>(segment_->segment(local) + offset);
+  }
+  /// `count` flags at `offset` in every on-node rank's segment, indexed by local rank.
+  std::vector<TileFlags> flags_at(std::size_t offset, std::size_t count) const;
+  /// The MPI proxy of the fused kernel; null when every peer is on this node.
+  Proxy* proxy() const { return proxy_.get(); }
+  /// The epoch of a new fused call (flags hold epochs, so they never need resetting).
+  std::uint32_t next_epoch() { return ++epoch_; }
+  /// Staging of off-node tiles (FusedPlan::stage), grown as calls need, reused across calls.
+  std::vector<float>& staging() { return staging_; }
+  /// rows x cols floats with row stride ld, committed and cached (host thread only; WGs may use a
+  /// type once the host has created it).
+  MPI_Datatype block_type(std::size_t rows, std::size_t cols, std::size_t ld);
+
+  // ---- a call ----
+  /// A call: verify mode's hook (the call's shape and mode across ranks), then `validate` (may
+  /// return false: nothing to do on any rank), then the mode's own path.
+  template <class Validate, class Sequential, class Shaped, class Fused>
+  void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
+                Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
+    verify(mode, shape);
+    if constexpr (std::is_same_v<decltype(validate()), bool>) {
+      if (!validate()) return;
+    } else {
+      validate();
+    }
+    switch (mode) {
+      case Mode::Sequential:
+        return sequential();
+      case Mode::Shaped:
+        return shaped();
+      case Mode::Fused:
+        return fused();
+    }
+    invalid("run: mode = " + std::to_string(static_cast<int>(mode)));
+  }
+  /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
+  void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
+  /// Runs the shaped mode's chunk loop and waits for both streams.
+  void run_shaped(const ShapedChunks& plan);
+
+ private:
+  void verify(Mode mode, std::array<std::uint64_t, 3> shape);
+
+  std::unique_ptr<SymmetricBuffer> segment_;
+  std::unique_ptr<Proxy> proxy_;
+  std::vector<float> staging_;
+  std::map<std::tuple<std::size_t, std::size_t, std::size_t>, MPI_Datatype> block_types_;
+  std::uint32_t epoch_ = 0;
+  const std::uint16_t verify_kind_;  // this operator's kind in verify mode's fingerprints
+};
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,169 @@
+// GemmReduceScatter: set-up, validation, the GEMM tile, and the unfused modes (sequential, shaped).
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "ops/common/op_util.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
+#include "tilecomm/bench_hooks.hpp"
+#include "tilecomm/collectives.hpp"
+
+namespace tilecomm {
+namespace detail {
+namespace {
+
+constexpr OpInfo kInfo{"GemmReduceScatter", "gemm_reduce_scatter", {"m", "n", "tile"}};
+
+}  // namespace
+
+GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device, std::size_t m_,
+                                             std::size_t k_, std::size_t n_, OpOptions options)
+    : ctx(comm, device, std::move(options), kInfo), topo(ctx.topo), m(m_), k(k_), n(n_) {
+  const std::size_t limit = INT_MAX;
+  if (n == 0 || n > limit) ctx.invalid(fmt::format("n = {} (must be in [1, {}])", n, limit));
+  if (m > limit / n) ctx.invalid(fmt::format("m = {} is too large for n = {}", m, n));
+  if (k > limit) ctx.invalid(fmt::format("k_local = {} is too large (max {})", k, limit));
+  if (m % topo.size != 0)
+    ctx.invalid(fmt::format(
+        "m = {} is not a multiple of the {} ranks (each receives m / ranks rows)", m, topo.size));
+  rows_local = m / topo.size;
+  // Default tile: about 4 tiles per WG slot over the M rows this rank computes, 8..256 rows.
+  const std::size_t target = 4 * ctx.wg_slots();
+  tile = ctx.options.tile ? ctx.options.tile : std::clamp<std::size_t>(m / target, 8, 256);
+  ctx.agree({"m", "n", "shaped.chunks"},
+            {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks});
+  tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
+  blocks = (rows_local + tile - 1) / tile;
+  partial.resize(m * n);
+  SegmentLayout layout;
+  const std::size_t flags_offset = layout.add(TileFlags::bytes_for(topo.size * blocks));
+  partials_offset = layout.add(2 * m * n * sizeof(float));
+  ctx.map_segment(layout);
+  partial_flags = ctx.flags_at(flags_offset, topo.size * blocks);
+}
+
+void GemmReduceScatterImpl::gemm_rows(const float* a, const float* w, std::size_t row0,
+                                      std::size_t rows, float* dst, std::size_t ldc) const {
+  if (k == 0) {
+    for (std::size_t r = 0; r < rows; ++r)
+      std::fill(dst + r * ldc, dst + r * ldc + n, 0.0f);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a + row0 * k, static_cast<int>(k), w,
+              static_cast<int>(n), 0.0f, dst, static_cast<int>(ldc));
+}
+
+void GemmReduceScatterImpl::validate(const float* a, const float* w, const float* y,
+                                     bool check_y) const {
+  if (m * k > 0 && a == nullptr)
+    ctx.invalid(fmt::format("run: a is null with m x k_local = {} x {}", m, k));
+  if (k > 0 && w == nullptr) ctx.invalid(fmt::format("run: w is null with k_local = {}", k));
+  if (check_y && rows_local > 0 && y == nullptr)
+    ctx.invalid(fmt::format("run: y is null with {} rows to receive", rows_local));
+  auto overlaps = [](const float* p, std::size_t np, const float* q, std::size_t nq) {
+    return np > 0 && nq > 0 && p < q + nq && q < p + np;
+  };
+  if (overlaps(y, rows_local * n, a, m * k)) ctx.invalid("run: y overlaps a");
+  if (overlaps(y, rows_local * n, w, k * n)) ctx.invalid("run: y overlaps w");
+}
+
+std::size_t GemmReduceScatterImpl::chunk_row0(std::size_t c, std::size_t chunks) const {
+  return split_begin(rows_local, chunks, c);
+}
+
+std::vector<RowTile> GemmReduceScatterImpl::chunk_tiles(std::size_t c, std::size_t chunks) const {
+  std::vector<RowTile> tiles;
+  const std::size_t lo = chunk_row0(c, chunks), hi = chunk_row0(c + 1, chunks);
+  for (int q = 0; q < topo.size; ++q)
+    for (std::size_t r = lo; r < hi; r += tile)
+      tiles.push_back({q, r, std::min(hi, r + tile)});
+  return tiles;
+}
+
+void GemmReduceScatterImpl::compute_chunk_tile(const float* a, const float* w, std::size_t c,
+                                               std::size_t chunks, const RowTile& t) {
+  const std::size_t lo = chunk_row0(c, chunks), rows = chunk_row0(c + 1, chunks) - lo;
+  float* region = partial.data() + topo.size * lo * n;  // chunk c: [owner][rows][N]
+  gemm_rows(a, w, t.owner * rows_local + t.row0, t.row1 - t.row0,
+            region + (t.owner * rows + (t.row0 - lo)) * n, n);
+}
+
+void GemmReduceScatterImpl::reduce_scatter_chunk(float* y, std::size_t c, std::size_t chunks) {
+  const std::size_t lo = chunk_row0(c, chunks), rows = chunk_row0(c + 1, chunks) - lo;
+  reduce_scatter(ctx.communicator, partial.data() + topo.size * lo * n, y + lo * n, rows * n,
+                 DataType::Float32, ReduceOp::Sum, {ctx.options.algorithm});
+}
+
+void GemmReduceScatterImpl::run_unfused(const float* a, const float* w, float* y,
+                                        std::size_t chunks, bool shaped) {
+  chunks = std::min(chunks, rows_local);  // no empty chunks
+  std::vector<std::vector<RowTile>> tiles(chunks);
+  for (std::size_t c = 0; c < chunks; ++c)
+    tiles[c] = chunk_tiles(c, chunks);
+  if (!shaped) {  // sequential: one chunk, computed on every CU, then the collective
+    ctx.run_compute(tiles[0].size(),
+                    [&](std::size_t i) { compute_chunk_tile(a, w, 0, 1, tiles[0][i]); });
+    return reduce_scatter_chunk(y, 0, 1);
+  }
+  ctx.run_shaped(
+      {chunks, [&](std::size_t c) { return tiles[c].size(); },
+       [&](std::size_t c, std::size_t i) { compute_chunk_tile(a, w, c, chunks, tiles[c][i]); },
+       [&](std::size_t c) { reduce_scatter_chunk(y, c, chunks); }});
+}
+
+}  // namespace detail
+
+GemmReduceScatter::GemmReduceScatter(Communicator& comm, Device& device, std::size_t m,
+                                     std::size_t k_local, std::size_t n, OpOptions options)
+    : impl_(std::make_unique<detail::GemmReduceScatterImpl>(comm, device, m, k_local, n,
+                                                            std::move(options))) {}
+GemmReduceScatter::~GemmReduceScatter() = default;
+
+void GemmReduceScatter::run(const float* a, const float* w, float* y, Mode mode) {
+  detail::GemmReduceScatterImpl& op = *impl_;
+  op.ctx.dispatch(
+      mode, {op.m, op.n, op.tile},
+      [&] {
+        op.validate(a, w, y);
+        return op.m > 0;  // every rank has the same m: nothing to do anywhere
+      },
+      [&] { op.run_unfused(a, w, y, 1, false); },
+      [&] { op.run_unfused(a, w, y, op.ctx.options.shaped.chunks, true); },
+      [&] { op.run_fused(a, w, y); });
+}
+
+void bench::compute_only(GemmReduceScatter& op, const float* a, const float* w) {
+  detail::GemmReduceScatterImpl& impl = detail::BenchAccess::impl(op);
+  impl.validate(a, w, nullptr, false);
+  const std::vector<detail::RowTile> tiles = impl.chunk_tiles(0, 1);
+  impl.ctx.run_compute(tiles.size(),
+                       [&](std::size_t i) { impl.compute_chunk_tile(a, w, 0, 1, tiles[i]); });
+}
+
+void bench::collective_only(GemmReduceScatter& op, float* y) {
+  detail::BenchAccess::impl(op).reduce_scatter_chunk(y, 0, 1);
+}
+
+std::size_t GemmReduceScatter::m() const {
+  return impl_->m;
+}
+std::size_t GemmReduceScatter::n() const {
+  return impl_->n;
+}
+std::size_t GemmReduceScatter::k_local() const {
+  return impl_->k;
+}
+std::size_t GemmReduceScatter::rows_local() const {
+  return impl_->rows_local;
+}
+std::size_t GemmReduceScatter::row_begin() const {
+  return impl_->topo.rank * impl_->rows_local;
+}
+std::size_t GemmReduceScatter::tile_rows() const {
+  return impl_->tile;
+}
+
+}  // namespace tilecomm

@@ -1,0 +1,60 @@
+#pragma once
+// Private state of GemmReduceScatter: its row blocks and memory layout on top of the operator
+// framework (ops/common/). Everything is in gemm_reduce_scatter.cpp; the fused kernel in
+// gemm_reduce_scatter_fused.cpp.
+
+#include <vector>
+
+#include "ops/common/fused_plan.hpp"
+#include "ops/common/op_context.hpp"
+#include "tilecomm/gemm_reduce_scatter.hpp"
+
+namespace tilecomm::detail {
+
+/// A tile of the unfused modes: rows [row0, row1) of owner rank `owner`'s slice (local rows).
+struct RowTile {
+  int owner;
+  std::size_t row0, row1;
+};
+
+struct GemmReduceScatterImpl {
+  GemmReduceScatterImpl(Communicator& comm, Device& device, std::size_t m, std::size_t k,
+                        std::size_t n, OpOptions options);
+
+  // Block i of every slice: local rows [block_row0(i), block_row0(i + 1)).
+  std::size_t block_row0(std::size_t i) const { return std::min(rows_local, i * tile); }
+  std::size_t block_rows(std::size_t i) const { return block_row0(i + 1) - block_row0(i); }
+  // dst[rows x N] (row stride ldc) = A[global rows row0 .. row0 + rows) x W.
+  void gemm_rows(const float* a, const float* w, std::size_t row0, std::size_t rows, float* dst,
+                 std::size_t ldc) const;
+  void validate(const float* a, const float* w, const float* y, bool check_y = true) const;
+
+  // Unfused modes: chunk c = local rows [chunk_row0(c), chunk_row0(c + 1)) of every slice, laid
+  // out chunk by chunk in `partial` as [owner][rows of the chunk][N], so each chunk's
+  // ReduceScatter reads one contiguous buffer.
+  std::size_t chunk_row0(std::size_t c, std::size_t chunks) const;
+  std::vector<RowTile> chunk_tiles(std::size_t c, std::size_t chunks) const;
+  void compute_chunk_tile(const float* a, const float* w, std::size_t c, std::size_t chunks,
+                          const RowTile& t);
+  void reduce_scatter_chunk(float* y, std::size_t c, std::size_t chunks);
+  void run_unfused(const float* a, const float* w, float* y, std::size_t chunks, bool shaped);
+  void run_fused(const float* a, const float* w, float* y);  // gemm_reduce_scatter_fused.cpp
+
+  OpContext ctx;
+  const Topology& topo;
+  std::size_t m, k, n, rows_local = 0, tile = 0, blocks = 0;
+  std::vector<float> partial;  // unfused modes: this rank's A_r W_r, chunk-major
+
+  // ---- fused ----
+  // Segment of each on-node rank: flags [p * blocks] (index s * blocks + i: rank s's partial of
+  // block i arrived), then partials[2][p][rows_local x N] (slot s: rank s's partial of this rank's
+  // rows). Parity = epoch & 1 double-buffers consecutive calls.
+  std::size_t partials_offset = 0;
+  std::vector<TileFlags> partial_flags;
+  float* partials(int local, int parity, int src) const {
+    return ctx.region(local, partials_offset) +
+           (static_cast<std::size_t>(parity) * topo.size + src) * rows_local * n;
+  }
+};
+
+}  // namespace tilecomm::detail

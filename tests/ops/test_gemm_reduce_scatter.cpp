@@ -1,0 +1,106 @@
+// GemmReduceScatter: every mode equals an independent reference (plain loops + MPI_Allreduce, then
+// this rank's rows), bitwise, for uneven K per rank, tiles that do not divide the slice, K = 0,
+// repeated calls with changing data, and stragglers.
+#include "ops_test_util.hpp"
+
+namespace tilecomm::test {
+namespace {
+
+struct GemmRsCase {
+  std::size_t rows_per_rank, k, n;
+  std::size_t tile;
+};
+
+// Rows [rank * M/p, (rank + 1) * M/p) of sum_r A_r W_r.
+std::vector<float> reference(const std::vector<float>& a, const std::vector<float>& w,
+                             std::size_t m, std::size_t k, std::size_t n, std::size_t rows) {
+  std::vector<float> part(m * n, 0.0f), full(m * n);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < k; ++j)
+      for (std::size_t c = 0; c < n; ++c)
+        part[i * n + c] += a[i * k + j] * w[j * n + c];
+  MPI_Allreduce(part.data(), full.data(), static_cast<int>(m * n), MPI_FLOAT, MPI_SUM,
+                MPI_COMM_WORLD);
+  const std::size_t first = static_cast<std::size_t>(world_rank()) * rows * n;
+  return {full.begin() + first, full.begin() + first + rows * n};
+}
+
+void check_case(Communicator& comm, Device& dev, GemmRsCase c, int calls) {
+  const int r = comm.rank();
+  const std::size_t m = c.rows_per_rank * comm.size();
+  const std::size_t k = c.k == 0 ? 0 : c.k + static_cast<std::size_t>(r % 3);  // K_r differs
+  OpOptions opt;
+  opt.tile = c.tile;
+  GemmReduceScatter op(comm, dev, m, k, c.n, opt);
+  ASSERT_EQ(op.rows_local(), c.rows_per_rank);
+  ASSERT_EQ(op.row_begin(), r * c.rows_per_rank);
+  Straggler straggler(dev, 23u + r);
+  for (int call = 0; call < calls; ++call) {
+    std::vector<float> a(m * k), w(k * c.n);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      a[i] = small_int(i * 13 + r * 5 + call);
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] = small_int(i * 7 + 1000 * call + r);
+    const std::vector<float> ref = reference(a, w, m, k, c.n, c.rows_per_rank);
+    for (Mode mode : kModes) {
+      std::vector<float> y(c.rows_per_rank * c.n, -12345.0f);
+      straggler.before_call();
+      op.run(a.data(), w.data(), y.data(), mode);
+      straggler.after_call();
+      int wrong = 0;
+      for (std::size_t i = 0; i < y.size(); ++i)
+        wrong += y[i] != ref[i];
+      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " m " << m << " k " << k << " n " << c.n
+                          << " call " << call;
+    }
+  }
+}
+
+TEST(GemmReduceScatter, MatchesReferenceInEveryMode) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  for (GemmRsCase c : {GemmRsCase{1, 5, 3, 0}, GemmRsCase{7, 3, 17, 0}, GemmRsCase{33, 9, 40, 0},
+                       GemmRsCase{37, 4, 5, 8}, GemmRsCase{5, 2, 300, 1}})
+    check_case(comm, dev, c, 2);
+}
+
+TEST(GemmReduceScatter, ZeroInnerDimensionGivesZeros) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_case(comm, dev, {6, 0, 4, 0}, 1);
+}
+
+TEST(GemmReduceScatter, ManyCallsOnOneContext) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_case(comm, dev, {19, 6, 11, 0}, 10);
+}
+
+TEST(GemmReduceScatter, BadShapesAndArguments) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  if (comm.size() > 1) {
+    try {  // m not a multiple of the ranks: raised locally, on every rank, before communicating
+      GemmReduceScatter op(comm, dev, comm.size() + 1, 2, 3);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("not a multiple"), std::string::npos) << e.what();
+    }
+    try {
+      GemmReduceScatter op(comm, dev, 2 * comm.size(), 2, comm.rank() == 1 ? 4 : 3);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Mismatch);
+      EXPECT_NE(std::string(e.what()).find("n differs"), std::string::npos) << e.what();
+    }
+  }
+  GemmReduceScatter op(comm, dev, 4 * comm.size(), 2, 3);
+  std::vector<float> a(8 * comm.size()), w(6), y(12);
+  EXPECT_THROW(op.run(nullptr, w.data(), y.data(), Mode::Fused), Error);
+  EXPECT_THROW(op.run(a.data(), w.data(), nullptr, Mode::Fused), Error);
+  EXPECT_THROW(op.run(a.data(), w.data(), a.data() + 1, Mode::Fused), Error);  // y overlaps a
+}
+
+}  // namespace
+}  // namespace tilecomm::test
