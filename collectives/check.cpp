@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "collectives/algorithm.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 namespace {

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <exception>
 
+#include "runtime/wait.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 

@@ -25,8 +25,8 @@
 #include <fmt/format.h>
 
 #include "collectives/algorithm.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 

@@ -1,4 +1,4 @@
-#include "tilecomm/wait.hpp"
+#include "runtime/wait.hpp"
 
 #include <cstdio>
 #include <thread>

@@ -9,8 +9,8 @@
 #include "collectives/comm_impl.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
+#include "runtime/flags.hpp"
 #include "tilecomm/embedding_alltoall.hpp"
-#include "tilecomm/flags.hpp"
 
 namespace tilecomm::detail {
 

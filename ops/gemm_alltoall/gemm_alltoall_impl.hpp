@@ -10,7 +10,7 @@
 #include "collectives/comm_impl.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
-#include "tilecomm/flags.hpp"
+#include "runtime/flags.hpp"
 #include "tilecomm/gemm_alltoall.hpp"
 
 namespace tilecomm::detail {

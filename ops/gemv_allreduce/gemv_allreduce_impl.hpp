@@ -8,7 +8,7 @@
 #include "collectives/comm_impl.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
-#include "tilecomm/flags.hpp"
+#include "runtime/flags.hpp"
 #include "tilecomm/gemv_allreduce.hpp"
 
 namespace tilecomm::detail {

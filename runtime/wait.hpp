@@ -1,7 +1,7 @@
 #pragma once
-/// \file wait.hpp
-/// Polite waiting: a bounded busy-spin, then yielding, then short sleeps, with a deadline.
-/// tilecomm runs several ranks x several threads on few cores, so no wait spins unboundedly.
+// Polite waiting: a bounded busy-spin, then yielding, then short sleeps, with a deadline.
+// tilecomm runs several ranks x several threads on few cores, so no wait spins unboundedly.
+// Private to the library and its tests.
 
 #include <chrono>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
-/// \file config.hpp
-/// Configuration of the CPU device model.
+/// \file runtime_config.hpp
+/// RuntimeConfig: how a Device (the CPU device model) is built.
 
 #include <cstddef>
 #include <string>
