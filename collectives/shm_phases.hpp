@@ -105,16 +105,8 @@ class ShmSteps {
   /// comm.timeout_s throws Error(Timeout) with describe().
   template <class Ready, class Describe>
   void wait_for(Ready&& ready, Describe&& describe) const {
-    if (ready()) return;
-    Backoff backoff(spin_us_);
-    const double timeout_s = comm_.timeout_s;
-    while (!ready()) {
-      backoff.pause();
-      if (timeout_s > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s) {
-        if (ready()) return;
-        throw Error(ErrorCode::Timeout, describe() + fmt::format(" (waited {} s)", timeout_s));
-      }
-    }
+    if (poll_until(ready, comm_.timeout_s, WaitPolicy::backoff(spin_us_))) return;
+    throw Error(ErrorCode::Timeout, describe() + fmt::format(" (waited {} s)", comm_.timeout_s));
   }
 
   std::byte* base(int l, std::uint64_t t) const { return comm_.shm_data(l) + (t & 1) * half_; }
