@@ -4,6 +4,7 @@
 
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/communicator.hpp"
+#include "tilecomm/defaults.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/embedding_alltoall.hpp"
