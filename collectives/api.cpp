@@ -4,13 +4,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "collectives/algorithm.hpp"
 #include "collectives/validate.hpp"
 #include "collectives/verify.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm {
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <string>
 
+#include "runtime/wait.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 namespace {

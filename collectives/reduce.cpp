@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "collectives/visit_dtype.hpp"
+
 namespace tilecomm::detail {
 namespace {
 
@@ -69,13 +71,11 @@ void by_op(void* dst, const void* const* srcs, int n, std::size_t count, ReduceO
 
 void reduce_n(void* dst, const void* const* srcs, int n, std::size_t count, DataType dtype,
               ReduceOp op) {
-  switch (dtype) {
-    case DataType::Float32: return by_op<float, float>(dst, srcs, n, count, op);
-    case DataType::Float64: return by_op<double, double>(dst, srcs, n, count, op);
-    case DataType::Int32: return by_op<std::int32_t, std::int32_t>(dst, srcs, n, count, op);
-    case DataType::Int64: return by_op<std::int64_t, std::int64_t>(dst, srcs, n, count, op);
-    case DataType::BFloat16: return by_op<bfloat16, float>(dst, srcs, n, count, op);
-  }
+  visit_dtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    using Acc = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;  // bfloat16: in float32
+    by_op<T, Acc>(dst, srcs, n, count, op);
+  });
 }
 
 }  // namespace tilecomm::detail

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "collectives/mpi_check.hpp"
-#include "tilecomm/wait.hpp"
+#include "runtime/wait.hpp"
 
 namespace tilecomm::detail {
 

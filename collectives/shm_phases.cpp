@@ -13,8 +13,8 @@
 #endif
 
 #include "collectives/reduce.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/env.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 

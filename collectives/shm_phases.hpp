@@ -25,8 +25,8 @@
 #include <fmt/format.h>
 
 #include "collectives/algorithm.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 
@@ -104,16 +104,9 @@ class ShmSteps {
   /// the segment's timeout throws Error(Timeout) with describe().
   template <class Ready, class Describe>
   void wait_for(Ready&& ready, Describe&& describe) const {
-    if (ready()) return;
-    Backoff backoff(spin_us_);
-    const double timeout_s = segment_.timeout_s();
-    while (!ready()) {
-      backoff.pause();
-      if (timeout_s > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s) {
-        if (ready()) return;
-        throw Error(ErrorCode::Timeout, describe() + fmt::format(" (waited {} s)", timeout_s));
-      }
-    }
+    if (poll_until(ready, segment_.timeout_s(), WaitPolicy::backoff(spin_us_))) return;
+    throw Error(ErrorCode::Timeout,
+                describe() + fmt::format(" (waited {} s)", segment_.timeout_s()));
   }
 
   std::byte* base(int l, std::uint64_t t) const { return segment_.data(l) + (t & 1) * half_; }

@@ -15,8 +15,9 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/comm_impl.hpp"
+#include "runtime/wait.hpp"
+#include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 namespace {

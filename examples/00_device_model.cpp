@@ -18,15 +18,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
-#include "tilecomm/config.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/flags.hpp"
+#include "tilecomm/runtime_config.hpp"
 #include "tilecomm/trace.hpp"
-#include "tilecomm/wait.hpp"
 
 using namespace tilecomm;
 
@@ -46,6 +45,18 @@ struct Result {
 
 double now_ms() {
   return Tracer::now_us() / 1000.0;
+}
+
+// Polls `ready()` every 20 us; after 30 s throws Error(Timeout) naming `what`, so a broken
+// scheduler fails the demo instead of hanging it.
+template <class Ready>
+void wait_for(Ready&& ready, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw Error(ErrorCode::Timeout, fmt::format("waited 30 s for {}", what));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 Result run(Device& dev, Stream& compute, Stream& comm, std::size_t compute_lds) {
@@ -82,7 +93,7 @@ Result run(Device& dev, Stream& compute, Stream& comm, std::size_t compute_lds) 
     }
     if (static_cast<int>(wg.id) < first_wave) {
       ++started;
-      wait_until([&] { return comm_launched.load(); }, 30.0, [] { return "the comm launch"; });
+      wait_for([&] { return comm_launched.load(); }, "the comm launch");
     }
     const std::int32_t* v = x.data() + wg.id * kSlice;
     std::int64_t s = 0;
@@ -93,8 +104,7 @@ Result run(Device& dev, Stream& compute, Stream& comm, std::size_t compute_lds) 
     in_kernel[wg.cu].fetch_sub(1);
     finished.fetch_add(1);
   });
-  wait_until([&] { return started.load() >= first_wave; }, 30.0,
-             [] { return "the first wave of compute WGs"; });
+  wait_for([&] { return started.load() >= first_wave; }, "the first wave of compute WGs");
   const double t_launch = now_ms();
   comm.launch({"comm", {kCommWgs, 1}, kCommLds}, [&](const WorkgroupContext& wg) {
     const double t = now_ms();

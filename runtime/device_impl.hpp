@@ -15,44 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/wait.hpp"
 #include "tilecomm/device.hpp"
 
 namespace tilecomm::detail {
-
-/// How device threads (workers, and the host in synchronize()) poll before they sleep: `pause`
-/// for the first couple of microseconds, which is a hand-off between two running threads; then
-/// sched_yield until spin_us has passed, so that a thread just woken on the same core runs at once
-/// instead of after the spinner's time slice (2 cores shared by host, workers and other ranks);
-/// then poll() returns false and the caller sleeps on a futex.
-class IdleSpin {
- public:
-  explicit IdleSpin(double spin_us)
-      : start_(clock::now()),
-        spin_ns_(std::int64_t(spin_us * 1000.0)),
-        pure_ns_(std::min<std::int64_t>(spin_ns_, kPureSpinNs)) {}
-  /// Call after an unsuccessful poll. False once the budget is spent: go to sleep.
-  bool poll() {
-    if (yielding_) {
-      std::this_thread::yield();
-    } else {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-      if ((++polls_ & 15) != 0) return true;  // read the clock every 16 pauses only
-    }
-    const std::int64_t ns = (clock::now() - start_).count();
-    yielding_ = ns >= pure_ns_;
-    return ns < spin_ns_;
-  }
-
- private:
-  using clock = std::chrono::steady_clock;
-  static constexpr std::int64_t kPureSpinNs = 2000;
-  clock::time_point start_;
-  std::int64_t spin_ns_, pure_ns_;
-  unsigned polls_ = 0;
-  bool yielding_ = false;
-};
 
 struct StreamState;
 
@@ -138,7 +104,7 @@ struct DeviceImpl {
   void worker_loop(Worker& w);
   void run_task(Worker& w, const Task& t, std::exception_ptr& error);
   void finish_task(Worker& w, const Task& t, std::exception_ptr error);
-  // Blocks until `done()`: polls for spin_us (IdleSpin), then sleeps on `progress`.
+  // Blocks until `done()`: polls for spin_us (WaitPolicy::idle), then sleeps on `progress`.
   template <class Done>
   void host_wait(Done&& done);
   void rethrow_error();
@@ -166,9 +132,9 @@ struct DeviceImpl {
 
 template <class Done>
 void DeviceImpl::host_wait(Done&& done) {
-  IdleSpin spin(cfg.spin_us);
+  Backoff spin(WaitPolicy::idle(cfg.spin_us));
   while (!done()) {
-    if (spin.poll()) continue;
+    if (spin.pause()) continue;
     std::uint64_t p = progress.load();
     if (done()) break;
     progress.wait(p);  // woken by every finished command

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tilecomm/config.hpp"
+#include "tilecomm/runtime_config.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm {

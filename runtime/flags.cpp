@@ -1,9 +1,9 @@
-#include "tilecomm/flags.hpp"
+#include "runtime/flags.hpp"
 
 #include <fmt/format.h>
 
+#include "runtime/wait.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm {
 

@@ -198,9 +198,9 @@ void DeviceImpl::worker_loop(Worker& w) {
     // Poll the mailbox for spin_us, then sleep on it (futex): an idle device burns nothing.
     std::uint32_t m = w.mailbox.load(std::memory_order_acquire);
     if (m == Worker::kEmpty) {
-      IdleSpin spin(cfg.spin_us);
+      Backoff spin(WaitPolicy::idle(cfg.spin_us));
       while (m == Worker::kEmpty) {
-        if (!spin.poll()) w.mailbox.wait(Worker::kEmpty, std::memory_order_acquire);
+        if (!spin.pause()) w.mailbox.wait(Worker::kEmpty, std::memory_order_acquire);
         m = w.mailbox.load(std::memory_order_acquire);
       }
     }

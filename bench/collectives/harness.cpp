@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "collectives/visit_dtype.hpp"
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/error.hpp"
 
@@ -114,22 +115,7 @@ long count_wrong(Collective coll, ReduceOp op, const void* recv, std::size_t cou
   return wrong;
 }
 
-template <class F>
-decltype(auto) visit(DataType t, F&& f) {
-  switch (t) {
-    case DataType::Float32:
-      return f(float{});
-    case DataType::Float64:
-      return f(double{});
-    case DataType::Int32:
-      return f(std::int32_t{});
-    case DataType::Int64:
-      return f(std::int64_t{});
-    case DataType::BFloat16:
-      return f(bfloat16{});
-  }
-  return f(float{});
-}
+using detail::visit_dtype;
 
 // ---------------------------------------------------------------- one call
 
@@ -221,8 +207,8 @@ std::vector<Row> measure(Communicator& comm, Collective coll, const Settings& s,
     if (s.check) {
       std::memset(recv, 0xFF, (blocked_recv(coll) ? count * p : count) * elem);
       call(comm, coll, algos[a], send, recv, count, dt, op);
-      long w =
-          visit(dt, [&](auto t) { return count_wrong<decltype(t)>(coll, op, recv, count, p, r); });
+      long w = visit_dtype(
+          dt, [&](auto t) { return count_wrong<decltype(t)>(coll, op, recv, count, p, r); });
       MPI_Allreduce(&w, &rows[a].wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     }
   }
@@ -297,7 +283,7 @@ int run(int argc, char** argv, Collective coll, int rank) {
   const std::size_t send_elems = blocked_send(coll) ? max_count * p : max_count;
   const std::size_t recv_elems = blocked_recv(coll) ? max_count * p : max_count;
   std::vector<std::byte> send(send_elems * elem), recv(recv_elems * elem);
-  visit(dt, [&](auto t) { fill<decltype(t)>(send.data(), send_elems, comm.rank()); });
+  visit_dtype(dt, [&](auto t) { fill<decltype(t)>(send.data(), send_elems, comm.rank()); });
 
   const char* redop = reduces(coll) ? s.op.c_str() : "none";
   if (rank == 0) {

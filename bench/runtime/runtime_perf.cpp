@@ -14,13 +14,11 @@
 #include <numeric>
 #include <vector>
 
-#include "tilecomm/config.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/flags.hpp"
+#include "tilecomm/runtime_config.hpp"
 #include "tilecomm/trace.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace {
 

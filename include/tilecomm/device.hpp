@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "tilecomm/config.hpp"
+#include "tilecomm/runtime_config.hpp"
 #include "tilecomm/trace.hpp"
 
 namespace tilecomm {
@@ -71,7 +71,8 @@ struct PersistentParams {
   std::size_t lds_bytes = 0;  ///< LDS per WG
 };
 
-/// A point on a stream. Cheap to copy (shared handle); a default Event is complete.
+/// A point on a stream. Cheap to copy (shared handle); a default Event is complete. A recorded
+/// Event must not outlive its Device.
 class Event {
  public:
   Event() = default;
@@ -86,7 +87,8 @@ class Event {
   std::uint64_t target_ = 0;
 };
 
-/// An in-order queue of kernels and events on a Device. Cheap to copy (shared handle).
+/// An in-order queue of kernels and events on a Device. Cheap to copy (shared handle); every copy
+/// refers to the Device, which must outlive it.
 class Stream {
  public:
   /// Stream priority: larger runs first.
@@ -127,6 +129,11 @@ struct DeviceStats {
 /// A CPU "GPU": config.num_cus CUs, each with wg_slots_per_cu worker threads sharing one LDS pool.
 /// Thread-safe: any thread may launch and wait. Do not wait from inside a WG for work that needs
 /// the WG's own slot. An idle device sleeps (no CPU use).
+///
+/// Lifetime: a Device must outlive every Stream and Event made on it, every kernel launched on it
+/// (its destructor waits for queued work: launch nothing once it has begun), and every operator
+/// context built on it (GemvAllReduce, EmbeddingAllToAll and GemmAllToAll keep a Device&). Destroy
+/// those first.
 class Device {
  public:
   /// Throws Error(InvalidArgument) naming the field for num_cus < 0, wg_slots_per_cu < 1, or an

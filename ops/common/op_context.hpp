@@ -21,8 +21,8 @@
 #include "collectives/comm_impl.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
+#include "runtime/flags.hpp"
 #include "tilecomm/device.hpp"
-#include "tilecomm/flags.hpp"
 #include "tilecomm/ops.hpp"
 
 namespace tilecomm::detail {

@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "collectives/comm_impl.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::detail {
 

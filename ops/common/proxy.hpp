@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/flags.hpp"
 #include "tilecomm/device.hpp"
-#include "tilecomm/flags.hpp"
 
 namespace tilecomm::detail {
 

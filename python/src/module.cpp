@@ -168,8 +168,9 @@ collective: the communicator is freed once no operator context uses it.
              p->state = std::move(state);
              return p;
            }),
-           py::arg("comm"), py::arg("shm_bytes") = 0, py::arg("node_size") = -1,
-           py::arg("timeout_s") = -1.0)
+           py::arg("comm"), py::arg("shm_bytes") = CommConfig{}.shm_bytes,
+           py::arg("node_size") = CommConfig{}.node_size,
+           py::arg("timeout_s") = CommConfig{}.timeout_s)
       .def_property_readonly("rank", [](const PyCommunicator& c) { return c.get().comm->rank(); })
       .def_property_readonly("size", [](const PyCommunicator& c) { return c.get().comm->size(); })
       .def_property_readonly("node", [](const PyCommunicator& c) { return c.get().comm->node(); })

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "collectives/visit_dtype.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/error.hpp"
@@ -108,23 +109,8 @@ inline MPI_Op mpi_op(ReduceOp op) {
   return op == ReduceOp::Sum ? MPI_SUM : op == ReduceOp::Max ? MPI_MAX : MPI_MIN;
 }
 
-/// Calls f(T{}) with the C++ type of `t`.
-template <class F>
-decltype(auto) visit_dtype(DataType t, F&& f) {
-  switch (t) {
-    case DataType::Float32:
-      return f(float{});
-    case DataType::Float64:
-      return f(double{});
-    case DataType::Int32:
-      return f(std::int32_t{});
-    case DataType::Int64:
-      return f(std::int64_t{});
-    case DataType::BFloat16:
-      return f(bfloat16{});
-  }
-  return f(float{});
-}
+/// Calls f(T{}) with the C++ type of `t` (the library's one dtype switch).
+using tilecomm::detail::visit_dtype;
 
 /// The exact input of element i on rank r: a small integer in [-8, 8], so sums over up to 16
 /// ranks are exact in every type (bfloat16 included: |sum| <= 128 fits 8 mantissa bits).

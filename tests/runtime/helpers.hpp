@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "tilecomm/config.hpp"
+#include "runtime/flags.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
-#include "tilecomm/flags.hpp"
+#include "tilecomm/runtime_config.hpp"
 #include "tilecomm/trace.hpp"
-#include "tilecomm/wait.hpp"
 
 namespace tilecomm::test {
 

@@ -1,6 +1,6 @@
 #pragma once
-/// \file flags.hpp
-/// Per-tile ready flags: the producer signals with release, the consumer waits with acquire.
+// Per-tile ready flags: the producer signals with release, the consumer waits with acquire.
+// Private to the library (the fused operators, the MPI proxy) and its tests.
 
 #include <atomic>
 #include <cstddef>

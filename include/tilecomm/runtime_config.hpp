@@ -1,29 +1,31 @@
 #pragma once
-/// \file config.hpp
-/// Configuration of the CPU device model.
+/// \file runtime_config.hpp
+/// RuntimeConfig: how a Device (the CPU device model) is built.
 
 #include <cstddef>
 #include <string>
+
+#include "tilecomm/defaults.hpp"
 
 namespace tilecomm {
 
 /// How a Device is built. Start from from_env() to honour TILECOMM_* variables, then override.
 struct RuntimeConfig {
   /// Compute units (CUs), one worker group each. 0 means: the cores in this process's affinity mask.
-  int num_cus = 0;
+  int num_cus = defaults::kNumCus;
   /// Resident-workgroup slots per CU (worker threads per CU). LDS may allow fewer.
-  int wg_slots_per_cu = 2;
+  int wg_slots_per_cu = defaults::kWgSlotsPerCu;
   /// LDS (shared scratch) capacity of each CU in bytes; a WG is placed only where its request fits.
-  std::size_t lds_bytes_per_cu = 64 << 10;
+  std::size_t lds_bytes_per_cu = defaults::kLdsBytesPerCu;
   /// Pin CU i's threads to the i-th core of the affinity mask when the mask has exactly num_cus
   /// cores (the default num_cus); with fewer CUs than cores, threads are left to the OS.
-  bool pin_threads = true;
+  bool pin_threads = defaults::kPinThreads;
   /// Record a timeline of every workgroup and user mark (see Device::trace()).
   bool trace = false;
   /// When non-empty (and trace is on), the Device writes its trace here when destroyed.
   std::string trace_path;
   /// Busy-spin this long (microseconds) before an idle waiter yields and then sleeps.
-  double spin_us = 50.0;
+  double spin_us = defaults::kSpinUs;
 
   /// Defaults overridden by TILECOMM_CUS, _WG_SLOTS, _LDS_BYTES, _PIN, _TRACE, _SPIN_US.
   static RuntimeConfig from_env();
