@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <thread>
 
 #include "collectives/comm_impl.hpp"
 #include "runtime/wait.hpp"
@@ -90,38 +89,29 @@ void Proxy::poll(const WorkgroupContext& wg) {
 
 void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
                  std::uint32_t value, const char* what) {
-  if (flags.test(idx, value)) return;
-  Backoff backoff(2.0);
-  while (!flags.test(idx, value)) {
-    poll(wg);
-    backoff.pause();
-    if (timeout_s_ > 0 && (backoff.polls() & 63) == 0 && backoff.elapsed_s() > timeout_s_)
-      throw Error(ErrorCode::Timeout, fmt::format("{}: {} {} did not reach {} within {} s", op_,
-                                                  what, idx, value, timeout_s_));
-  }
+  auto arrived = [&] {
+    if (flags.test(idx, value)) return true;
+    poll(wg);  // progress never depends on the proxy WG getting a core
+    return false;
+  };
+  if (!poll_until(arrived, timeout_s_, WaitPolicy::backoff(2.0)))
+    throw Error(ErrorCode::Timeout, fmt::format("{}: {} {} did not reach {} within {} s", op_, what,
+                                                idx, value, timeout_s_));
 }
 
 void Proxy::run(const WorkgroupContext& wg) {
   // The proxy shares cores with the compute WGs it serves, which post their own sends and poll MPI
   // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
   // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning.
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    bool finished;
-    {
-      std::lock_guard lock(progress_mu_);
-      progress(wg);
-      finished = done();
-    }
-    if (finished) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-    if (timeout_s_ > 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-            timeout_s_) {
-      std::lock_guard lock(progress_mu_);
-      fail_timeout();
-    }
-  }
+  auto finished = [&] {
+    std::lock_guard lock(progress_mu_);
+    progress(wg);
+    return done();
+  };
+  if (poll_until(finished, timeout_s_, WaitPolicy::fixed_sleep(std::chrono::microseconds(20))))
+    return;
+  std::lock_guard lock(progress_mu_);
+  fail_timeout();
 }
 
 void Proxy::fail_timeout() {
