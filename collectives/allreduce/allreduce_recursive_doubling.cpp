@@ -29,75 +29,79 @@ std::string can_use(const CommImpl&, const CollArgs&) {
   return {};
 }
 
+// The scheme's constants for one call.
+struct Plan {
+  int p2, rem, me;  // power-of-two group size, folded pairs, rank in the group (-1: folded away)
+  bool bf16;
+  DataType wire;
+  std::size_t slot;
+  std::byte* stage;  // two slots
+  // The real rank of group rank n.
+  int real(int n) const { return n < rem ? 2 * n + 1 : n + rem; }
+};
+
+// The whole scheme on elements [c0, c0 + n).
+void run_chunk(CommImpl& comm, const CollArgs& a, const Plan& plan, std::size_t c0, std::size_t n) {
+  const int r = comm.topo.rank, tag = p2p::kTagRecursiveDoubling;
+  const std::size_t es = a.elem(), bytes = n * size_of(plan.wire);
+  auto* out = static_cast<std::byte*>(a.recv) + c0 * es;
+  const auto* in = static_cast<const std::byte*>(a.send) + c0 * es;
+  // x: this rank's current value; y: where the peer's arrives. For bfloat16 both are float32
+  // staging slots; otherwise x starts as the user's recv chunk and the two swap roles.
+  std::byte* x = out;
+  std::byte* y = plan.stage;
+  if (plan.bf16) {
+    x = plan.stage + plan.slot;
+    p2p::bf16_to_float(reinterpret_cast<float*>(x), in, n);
+  } else if (!a.in_place) {
+    std::memcpy(x, in, n * es);
+  }
+  auto exchange = [&](int peer, bool send, bool recv) {
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (recv) p2p::irecv(comm, y, bytes, peer, tag, &req[0]);
+    if (send) p2p::isend(comm, x, bytes, peer, tag, &req[1]);
+    comm.wait_all(req, 2, "allreduce(recursive_doubling)");
+  };
+  // x = (peer is lower) ? y op x : x op y: the lower rank's operand first.
+  auto combine = [&](bool peer_lower) {
+    const void* srcs[2] = {peer_lower ? y : x, peer_lower ? x : y};
+    reduce_n(peer_lower ? y : x, srcs, 2, n, plan.wire, a.op);
+    if (peer_lower) std::swap(x, y);
+  };
+  if (plan.me < 0) {  // folded: hand the data to r+1, get the result back
+    exchange(r + 1, true, true);
+    std::swap(x, y);
+  } else {
+    if (r < 2 * plan.rem) {  // odd rank of a fold pair: d(r-1) op d(r)
+      exchange(r - 1, false, true);
+      combine(true);
+    }
+    for (int m = 1; m < plan.p2; m <<= 1) {
+      const int partner = plan.me ^ m;
+      exchange(plan.real(partner), true, true);
+      combine(partner < plan.me);
+    }
+    if (r < 2 * plan.rem) exchange(r - 1, true, false);
+  }
+  if (plan.bf16)
+    p2p::float_to_bf16(out, reinterpret_cast<const float*>(x), n);
+  else if (x != out)
+    std::memcpy(out, x, n * es);
+}
+
 void run(CommImpl& comm, const CollArgs& a) {
   const int p = comm.topo.size, r = comm.topo.rank;
-  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
-  const int rem = p - p2;
-  // Rank in the power-of-two group (-1: folded away), and back.
-  const int me = r < 2 * rem ? (r % 2 == 1 ? r / 2 : -1) : r - rem;
-  auto real = [&](int n) { return n < rem ? 2 * n + 1 : n + rem; };
-
-  const bool bf16 = a.dtype == DataType::BFloat16;
-  const DataType wire = p2p::partial_type(a.dtype);
-  const std::size_t es = a.elem(), ws = size_of(wire);
-  const std::size_t slot = p2p::slot_bytes(comm, 2);
-  const std::size_t chunk = slot / ws;
-  std::byte* stage = p2p::staging(comm, 2 * slot);
-  const auto* in = static_cast<const std::byte*>(a.send);
-  auto* out = static_cast<std::byte*>(a.recv);
-  const int tag = p2p::kTagRecursiveDoubling;
-
-  for (std::size_t c0 = 0; c0 < a.count; c0 += chunk) {
-    const std::size_t n = std::min(chunk, a.count - c0), bytes = n * ws;
-    // x: this rank's current value; y: where the peer's arrives. For bfloat16 both are float32
-    // staging slots; otherwise x starts as the user's recv chunk and the two swap roles.
-    std::byte* x = out + c0 * es;
-    std::byte* y = stage;
-    if (bf16) {
-      x = stage + slot;
-      p2p::bf16_to_float(reinterpret_cast<float*>(x), in + c0 * es, n);
-    } else if (!a.in_place) {
-      std::memcpy(x, in + c0 * es, n * es);
-    }
-    auto exchange = [&](int peer, bool send, bool recv) {
-      MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-      if (recv) p2p::irecv(comm, y, bytes, peer, tag, &req[0]);
-      if (send) p2p::isend(comm, x, bytes, peer, tag, &req[1]);
-      comm.wait_all(req, 2, "allreduce(recursive_doubling)");
-    };
-    // x = (peer is lower) ? y op x : x op y: the lower rank's operand first.
-    auto combine = [&](bool peer_lower) {
-      if (peer_lower) {
-        const void* srcs[2] = {y, x};
-        reduce_n(y, srcs, 2, n, wire, a.op);
-        std::swap(x, y);
-      } else {
-        const void* srcs[2] = {x, y};
-        reduce_n(x, srcs, 2, n, wire, a.op);
-      }
-    };
-
-    if (me < 0) {  // folded: hand the data to r+1, get the result back
-      exchange(r + 1, true, true);
-      std::swap(x, y);
-    } else {
-      if (r < 2 * rem) {  // odd rank of a fold pair: d(r-1) op d(r)
-        exchange(r - 1, false, true);
-        combine(true);
-      }
-      for (int m = 1; m < p2; m <<= 1) {
-        const int partner = me ^ m;
-        exchange(real(partner), true, true);
-        combine(partner < me);
-      }
-      if (r < 2 * rem) exchange(r - 1, true, false);
-    }
-    if (bf16) {
-      p2p::float_to_bf16(out + c0 * es, reinterpret_cast<const float*>(x), n);
-    } else if (x != out + c0 * es) {
-      std::memcpy(out + c0 * es, x, n * es);
-    }
-  }
+  Plan plan;
+  plan.p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(p)));
+  plan.rem = p - plan.p2;
+  plan.me = r < 2 * plan.rem ? (r % 2 == 1 ? r / 2 : -1) : r - plan.rem;
+  plan.bf16 = a.dtype == DataType::BFloat16;
+  plan.wire = p2p::partial_type(a.dtype);
+  plan.slot = p2p::slot_bytes(comm, 2);
+  plan.stage = p2p::staging(comm, 2 * plan.slot);
+  const std::size_t chunk = plan.slot / size_of(plan.wire);
+  for (std::size_t c0 = 0; c0 < a.count; c0 += chunk)
+    run_chunk(comm, a, plan, c0, std::min(chunk, a.count - c0));
 }
 
 }  // namespace

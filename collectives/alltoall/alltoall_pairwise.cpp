@@ -1,9 +1,10 @@
 // All-to-All and All-to-Allv by pairwise exchange over MPI point-to-point; works with any node
 // layout. Step k = 1..p-1: send to (rank+k) % p, receive from (rank-k+p) % p; the own block is a
 // local copy. Cost (p-1)(α + n/p·β). Blocks go in messages of at most one staging slot
-// (comm.segment.data_bytes() / kWindow) and at most kWindow send/receive pairs are outstanding; every rank
-// waits for a whole batch of pairs before posting the next. Batches are cut at the same points on
-// both ends of every message, so the batches of all ranks progress together and cannot deadlock.
+// (comm.segment.data_bytes() / kWindow) and at most kWindow send/receive pairs are outstanding;
+// every rank waits for a whole batch of pairs before posting the next. Batches are cut at the same
+// points on both ends of every message, so the batches of all ranks progress together and cannot
+// deadlock.
 //
 // In place (All-to-All only): step k exchanges with partner (k - rank) mod p in both directions
 // (a symmetric pairing, so the block sent and the block received are the same block); each chunk
@@ -109,6 +110,23 @@ void run(CommImpl& comm, const CollArgs& a) {
   batch.finish();
 }
 
+// What each source announces it sends here (one count per peer, pairwise steps).
+std::vector<std::uint64_t> announced_counts(CommImpl& comm, const VarLayout& sl) {
+  const int p = comm.topo.size, r = comm.topo.rank;
+  std::vector<std::uint64_t> mine(p), announced(p);
+  for (int q = 0; q < p; ++q)
+    mine[q] = sl.counts[q];
+  Batch counts(comm, "alltoallv(pairwise) counts");
+  for (int k = 1; k < p; ++k) {
+    const int dst = mod(r + k, p), src = mod(r - k, p);
+    counts.recv(&announced[src], sizeof(std::uint64_t), src, p2p::kTagPairwiseCounts);
+    counts.send(&mine[dst], sizeof(std::uint64_t), dst, p2p::kTagPairwiseCounts);
+    counts.end_unit();
+  }
+  counts.finish();
+  return announced;
+}
+
 void run_v(CommImpl& comm, const CollArgs& a) {
   const int p = comm.topo.size, r = comm.topo.rank;
   const std::size_t es = a.elem(), slot = p2p::slot_bytes(comm, kWindow);
@@ -126,18 +144,7 @@ void run_v(CommImpl& comm, const CollArgs& a) {
           r, src, rl.counts[src], src, src, r, sent);
   };
 
-  // Counts first: what each source announces it sends here.
-  std::vector<std::uint64_t> mine(p), announced(p);
-  for (int q = 0; q < p; ++q)
-    mine[q] = sl.counts[q];
-  Batch counts(comm, "alltoallv(pairwise) counts");
-  for (int k = 1; k < p; ++k) {
-    const int dst = mod(r + k, p), src = mod(r - k, p);
-    counts.recv(&announced[src], sizeof(std::uint64_t), src, p2p::kTagPairwiseCounts);
-    counts.send(&mine[dst], sizeof(std::uint64_t), dst, p2p::kTagPairwiseCounts);
-    counts.end_unit();
-  }
-  counts.finish();
+  const std::vector<std::uint64_t> announced = announced_counts(comm, sl);
 
   if (sl.counts[r] == rl.counts[r]) {
     if (sl.counts[r] > 0)
