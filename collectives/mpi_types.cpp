@@ -11,20 +11,28 @@ namespace tilecomm::detail {
 
 MPI_Datatype mpi_datatype(DataType t) {
   switch (t) {
-    case DataType::Float32: return MPI_FLOAT;
-    case DataType::Float64: return MPI_DOUBLE;
-    case DataType::Int32: return MPI_INT32_T;
-    case DataType::Int64: return MPI_INT64_T;
-    case DataType::BFloat16: return MPI_UINT16_T;
+    case DataType::Float32:
+      return MPI_FLOAT;
+    case DataType::Float64:
+      return MPI_DOUBLE;
+    case DataType::Int32:
+      return MPI_INT32_T;
+    case DataType::Int64:
+      return MPI_INT64_T;
+    case DataType::BFloat16:
+      return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return MPI_SUM;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_OP_NULL;
 }

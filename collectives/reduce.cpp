@@ -31,13 +31,17 @@ struct Min {
 
 template <class T, class Acc>
 Acc load(const T& v) {
-  if constexpr (std::is_same_v<T, bfloat16>) return static_cast<float>(v);
-  else return v;
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return static_cast<float>(v);
+  else
+    return v;
 }
 template <class T, class Acc>
 T store(Acc v) {
-  if constexpr (std::is_same_v<T, bfloat16>) return bfloat16(v);
-  else return v;
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return bfloat16(v);
+  else
+    return v;
 }
 
 // Blocks of elements so the accumulator stays in registers/L1 while sources stream through.
@@ -49,21 +53,27 @@ void reduce_typed(void* dst_, const void* const* srcs_, int n, std::size_t count
   for (std::size_t base = 0; base < count; base += kBlock) {
     const std::size_t m = std::min(kBlock, count - base);
     const T* s0 = static_cast<const T*>(srcs_[0]) + base;
-    for (std::size_t i = 0; i < m; ++i) acc[i] = load<T, Acc>(s0[i]);
+    for (std::size_t i = 0; i < m; ++i)
+      acc[i] = load<T, Acc>(s0[i]);
     for (int s = 1; s < n; ++s) {
       const T* src = static_cast<const T*>(srcs_[s]) + base;
-      for (std::size_t i = 0; i < m; ++i) acc[i] = Op<Acc>::apply(acc[i], load<T, Acc>(src[i]));
+      for (std::size_t i = 0; i < m; ++i)
+        acc[i] = Op<Acc>::apply(acc[i], load<T, Acc>(src[i]));
     }
-    for (std::size_t i = 0; i < m; ++i) dst[base + i] = store<T, Acc>(acc[i]);
+    for (std::size_t i = 0; i < m; ++i)
+      dst[base + i] = store<T, Acc>(acc[i]);
   }
 }
 
 template <class T, class Acc>
 void by_op(void* dst, const void* const* srcs, int n, std::size_t count, ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return reduce_typed<T, Acc, Sum>(dst, srcs, n, count);
-    case ReduceOp::Max: return reduce_typed<T, Acc, Max>(dst, srcs, n, count);
-    case ReduceOp::Min: return reduce_typed<T, Acc, Min>(dst, srcs, n, count);
+    case ReduceOp::Sum:
+      return reduce_typed<T, Acc, Sum>(dst, srcs, n, count);
+    case ReduceOp::Max:
+      return reduce_typed<T, Acc, Max>(dst, srcs, n, count);
+    case ReduceOp::Min:
+      return reduce_typed<T, Acc, Min>(dst, srcs, n, count);
   }
 }
 

@@ -14,7 +14,8 @@ void reduce_n(void* dst, const void* const* srcs, int n, std::size_t count, Data
               ReduceOp op);
 
 /// dst[i] = dst[i] op src[i].
-inline void reduce_into(void* dst, const void* src, std::size_t count, DataType dtype, ReduceOp op) {
+inline void reduce_into(void* dst, const void* src, std::size_t count, DataType dtype,
+                        ReduceOp op) {
   const void* srcs[2] = {dst, src};
   reduce_n(dst, srcs, 2, count, dtype, op);
 }

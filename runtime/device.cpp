@@ -27,11 +27,13 @@ std::vector<int> affinity_cpus() {
 DeviceImpl::DeviceImpl(Device* owner_, RuntimeConfig config)
     : owner(owner_), cfg(std::move(config)), tracer(cfg.trace) {
   if (cfg.num_cus < 0)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("RuntimeConfig.num_cus = {} (must be >= 0; 0 = cores in mask)", cfg.num_cus));
+    throw Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("RuntimeConfig.num_cus = {} (must be >= 0; 0 = cores in mask)", cfg.num_cus));
   if (cfg.wg_slots_per_cu < 1)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("RuntimeConfig.wg_slots_per_cu = {} (must be >= 1)", cfg.wg_slots_per_cu));
+    throw Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("RuntimeConfig.wg_slots_per_cu = {} (must be >= 1)", cfg.wg_slots_per_cu));
   if (cfg.spin_us < 0)
     throw Error(ErrorCode::InvalidArgument, fmt::format("RuntimeConfig.spin_us = {}", cfg.spin_us));
   const std::vector<int> cpus = affinity_cpus();
@@ -67,7 +69,8 @@ DeviceImpl::DeviceImpl(Device* owner_, RuntimeConfig config)
       w->lane = c * slots + sl;
       workers.push_back(std::move(w));
     }
-  for (auto& w : workers) w->thread = std::thread([this, wp = w.get()] { worker_loop(*wp); });
+  for (auto& w : workers)
+    w->thread = std::thread([this, wp = w.get()] { worker_loop(*wp); });
 }
 
 DeviceImpl::~DeviceImpl() {
@@ -81,7 +84,8 @@ DeviceImpl::~DeviceImpl() {
     w->mailbox.store(Worker::kStop, std::memory_order_release);
     w->mailbox.notify_one();
   }
-  for (auto& w : workers) w->thread.join();
+  for (auto& w : workers)
+    w->thread.join();
   if (tracer.enabled() && !cfg.trace_path.empty()) {
     try {
       tracer.write_chrome_json(cfg.trace_path);
@@ -112,15 +116,20 @@ void Event::synchronize() const {
 
 // ---------------------------------------------------------------- Stream
 
-int Stream::priority() const { return state_->priority; }
-int Stream::id() const { return state_->id; }
+int Stream::priority() const {
+  return state_->priority;
+}
+int Stream::id() const {
+  return state_->id;
+}
 
 void Stream::launch(const LaunchParams& params, KernelFn fn) {
   detail::DeviceImpl& dev = *state_->dev;
-  if (!fn) throw Error(ErrorCode::InvalidArgument, fmt::format("launch '{}': fn is empty", params.name));
+  if (!fn)
+    throw Error(ErrorCode::InvalidArgument, fmt::format("launch '{}': fn is empty", params.name));
   if (params.grid.x == 0 || params.grid.y == 0)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("launch '{}': empty grid {}x{}", params.name, params.grid.x, params.grid.y));
+    throw Error(ErrorCode::InvalidArgument, fmt::format("launch '{}': empty grid {}x{}",
+                                                        params.name, params.grid.x, params.grid.y));
   if (params.grid.x > std::numeric_limits<std::uint32_t>::max() / params.grid.y)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("launch '{}': grid {}x{} overflows (at most 2^32-1 workgroups)",
@@ -147,8 +156,10 @@ void Stream::launch(const LaunchParams& params, KernelFn fn) {
 
 void Stream::launch_persistent(const PersistentParams& params, std::vector<std::size_t> task_order,
                                TaskFn fn) {
-  if (!fn) throw Error(ErrorCode::InvalidArgument, fmt::format("launch '{}': fn is empty", params.name));
-  std::size_t nwg = params.num_wgs ? params.num_wgs : static_cast<std::size_t>(state_->dev->num_cus);
+  if (!fn)
+    throw Error(ErrorCode::InvalidArgument, fmt::format("launch '{}': fn is empty", params.name));
+  std::size_t nwg =
+      params.num_wgs ? params.num_wgs : static_cast<std::size_t>(state_->dev->num_cus);
   struct Shared {
     std::vector<std::size_t> tasks;
     std::atomic<std::size_t> next{0};
@@ -205,13 +216,27 @@ Device::Device(RuntimeConfig config)
 
 Device::~Device() = default;
 
-int Device::num_cus() const { return impl_->num_cus; }
-int Device::wg_slots_per_cu() const { return impl_->slots; }
-std::size_t Device::lds_bytes_per_cu() const { return impl_->cfg.lds_bytes_per_cu; }
-bool Device::pinned() const { return impl_->pinned; }
-const RuntimeConfig& Device::config() const { return impl_->cfg; }
-Stream& Device::default_stream() { return impl_->default_stream; }
-Tracer& Device::tracer() { return impl_->tracer; }
+int Device::num_cus() const {
+  return impl_->num_cus;
+}
+int Device::wg_slots_per_cu() const {
+  return impl_->slots;
+}
+std::size_t Device::lds_bytes_per_cu() const {
+  return impl_->cfg.lds_bytes_per_cu;
+}
+bool Device::pinned() const {
+  return impl_->pinned;
+}
+const RuntimeConfig& Device::config() const {
+  return impl_->cfg;
+}
+Stream& Device::default_stream() {
+  return impl_->default_stream;
+}
+Tracer& Device::tracer() {
+  return impl_->tracer;
+}
 
 Stream Device::create_stream(int priority) {
   auto s = std::make_shared<detail::StreamState>();
@@ -229,7 +254,8 @@ void Device::synchronize() {
   std::vector<std::pair<detail::StreamState*, std::uint64_t>> targets;
   {
     std::lock_guard lock(impl_->mu);
-    for (auto& s : impl_->streams) targets.emplace_back(s.get(), s->issued.load());
+    for (auto& s : impl_->streams)
+      targets.emplace_back(s.get(), s->issued.load());
   }
   impl_->host_wait([&] {
     for (auto& [s, t] : targets)

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tilecomm/runtime_config.hpp"
 #include "tilecomm/error.hpp"
+#include "tilecomm/runtime_config.hpp"
 
 namespace tilecomm {
 namespace {

@@ -8,7 +8,9 @@
 namespace tilecomm {
 
 TileFlags::TileFlags(std::size_t count, std::size_t stride)
-    : owned_(new std::uint32_t[count * stride]()), base_(owned_.get()), count_(count),
+    : owned_(new std::uint32_t[count * stride]()),
+      base_(owned_.get()),
+      count_(count),
       stride_(stride) {
   if (stride == 0) throw Error(ErrorCode::InvalidArgument, "TileFlags: stride = 0");
 }
@@ -17,7 +19,8 @@ TileFlags::TileFlags(void* memory, std::size_t count, std::size_t stride)
     : base_(static_cast<std::uint32_t*>(memory)), count_(count), stride_(stride) {
   if (stride == 0) throw Error(ErrorCode::InvalidArgument, "TileFlags: stride = 0");
   if (memory == nullptr && count > 0)
-    throw Error(ErrorCode::InvalidArgument, fmt::format("TileFlags: memory = null, count = {}", count));
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("TileFlags: memory = null, count = {}", count));
   if (reinterpret_cast<std::uintptr_t>(memory) % alignof(std::uint32_t) != 0)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("TileFlags: memory = {} is not 4-byte aligned", memory));
@@ -27,14 +30,14 @@ void TileFlags::wait(std::size_t i, std::uint32_t value, double timeout_s, const
   if (i >= count_)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("TileFlags::wait: index {} out of range (size {})", i, count_));
-  wait_until([&] { return test(i, value); }, timeout_s < 0 ? default_timeout_s() : timeout_s,
-             [&] {
-               return fmt::format("{} {} did not reach {} (it holds {})", what, i, value, load(i));
-             });
+  wait_until(
+      [&] { return test(i, value); }, timeout_s < 0 ? default_timeout_s() : timeout_s,
+      [&] { return fmt::format("{} {} did not reach {} (it holds {})", what, i, value, load(i)); });
 }
 
 void TileFlags::reset(std::uint32_t value) noexcept {
-  for (std::size_t i = 0; i < count_; ++i) ref(i).store(value, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < count_; ++i)
+    ref(i).store(value, std::memory_order_relaxed);
 }
 
 }  // namespace tilecomm

@@ -42,7 +42,9 @@ class TileFlags {
     return ref(i).fetch_add(delta, std::memory_order_acq_rel) + delta;
   }
   /// Current value with acquire order.
-  std::uint32_t load(std::size_t i) const noexcept { return ref(i).load(std::memory_order_acquire); }
+  std::uint32_t load(std::size_t i) const noexcept {
+    return ref(i).load(std::memory_order_acquire);
+  }
   /// True when flag i has reached `value` (modulo 2^32 comparison), with acquire order.
   bool test(std::size_t i, std::uint32_t value) const noexcept {
     return static_cast<std::int32_t>(load(i) - value) >= 0;

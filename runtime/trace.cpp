@@ -54,7 +54,8 @@ std::string Tracer::to_chrome_json() const {
   using nlohmann::json;
   std::lock_guard lock(mu_);
   json list = json::array();
-  list.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid_}, {"args", {{"name", process_name_}}}});
+  list.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", pid_}, {"args", {{"name", process_name_}}}});
   for (const TraceEvent& e : events_) {
     json j = {{"name", e.name}, {"cat", e.category}, {"ph", std::string(1, e.phase)},
               {"ts", e.ts_us},  {"pid", pid_},       {"tid", e.lane}};

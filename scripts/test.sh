@@ -3,6 +3,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
+# Formatting is part of the suite: a file that differs from .clang-format fails the run, early.
+"$root/scripts/format.sh" --check
 "$root/scripts/build.sh" "$@"
 build="${TILECOMM_BUILD_DIR:-$root/build}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

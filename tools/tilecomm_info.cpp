@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const tilecomm::Env e = tilecomm::Env::from_process();
-    for (const auto& row : e.describe()) fmt::print("{:<26} {:<12} {}\n", row.name, row.value, row.doc);
+    for (const auto& row : e.describe())
+      fmt::print("{:<26} {:<12} {}\n", row.name, row.value, row.doc);
     if (device) {
       tilecomm::Device d;
       fmt::print("\ndevice: {} CUs x {} WG slots, {} bytes LDS per CU, threads {}\n", d.num_cus(),

@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   Options o;
   CLI::App app{"Fused operators: sequential vs shaped vs fused, with compute-only and comm-only"};
-  app.add_option("--op", o.op, "gemv_allreduce | embedding_alltoall | gemm_alltoall | gemm_reduce_scatter");
+  app.add_option("--op", o.op,
+                 "gemv_allreduce | embedding_alltoall | gemm_alltoall | gemm_reduce_scatter");
   app.add_option("--modes", o.modes, "modes to run (default all)")->delimiter(',');
   app.add_option("-b,--begin", o.begin,
                  "first size (GEMV: M, embedding: global batch, MoE: tokens per rank)");

@@ -7,7 +7,9 @@
 namespace tilecomm::detail {
 namespace {
 
-std::string can_use(const CommImpl&, const CollArgs& a) { return mpi_int_counts(a, a.count); }
+std::string can_use(const CommImpl&, const CollArgs& a) {
+  return mpi_int_counts(a, a.count);
+}
 
 void run(CommImpl& comm, const CollArgs& a) {
   MPI_Request req;
@@ -24,7 +26,9 @@ std::string can_use_v(const CommImpl&, const CollArgs& a) {
 }
 
 void run_v(CommImpl& comm, const CollArgs& a) {
-  auto ints = [](const std::vector<std::size_t>& v) { return std::vector<int>(v.begin(), v.end()); };
+  auto ints = [](const std::vector<std::size_t>& v) {
+    return std::vector<int>(v.begin(), v.end());
+  };
   std::vector<int> sc = ints(a.send_layout.counts), sd = ints(a.send_layout.displs);
   std::vector<int> rc = ints(a.recv_layout.counts), rd = ints(a.recv_layout.displs);
   const MPI_Datatype t = mpi_datatype(a.dtype);

@@ -40,13 +40,13 @@ struct Dim2 {
 
 /// What a workgroup sees while it runs. Valid only during the kernel call.
 struct WorkgroupContext {
-  std::size_t id;          ///< linear id: y * grid.x + x
-  std::size_t x, y;        ///< position in the grid
-  Dim2 grid;               ///< the launch grid
-  int cu;                  ///< compute unit it runs on
-  int slot;                ///< resident slot on that CU
+  std::size_t id;            ///< linear id: y * grid.x + x
+  std::size_t x, y;          ///< position in the grid
+  Dim2 grid;                 ///< the launch grid
+  int cu;                    ///< compute unit it runs on
+  int slot;                  ///< resident slot on that CU
   std::span<std::byte> lds;  ///< this WG's LDS scratch (lds_bytes of the launch, 64-byte aligned)
-  Device* device;          ///< the device, e.g. for device->tracer()
+  Device* device;            ///< the device, e.g. for device->tracer()
 
   /// Records an instant mark on this WG's lane (no-op when tracing is off).
   void mark(const char* name, std::int64_t tile = -1, std::int64_t peer = -1,
@@ -120,10 +120,10 @@ class Stream {
 
 /// Counters for tests and tuning.
 struct DeviceStats {
-  std::uint64_t kernels = 0;                   ///< kernels completed
-  std::uint64_t workgroups = 0;                ///< WGs executed
-  std::vector<int> max_resident;               ///< per CU: the most WGs resident at once
-  std::vector<std::size_t> max_lds_in_use;     ///< per CU: the most LDS bytes in use at once
+  std::uint64_t kernels = 0;                ///< kernels completed
+  std::uint64_t workgroups = 0;             ///< WGs executed
+  std::vector<int> max_resident;            ///< per CU: the most WGs resident at once
+  std::vector<std::size_t> max_lds_in_use;  ///< per CU: the most LDS bytes in use at once
 };
 
 /// A CPU "GPU": config.num_cus CUs, each with wg_slots_per_cu worker threads sharing one LDS pool.

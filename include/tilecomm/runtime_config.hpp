@@ -11,7 +11,8 @@ namespace tilecomm {
 
 /// How a Device is built. Start from from_env() to honour TILECOMM_* variables, then override.
 struct RuntimeConfig {
-  /// Compute units (CUs), one worker group each. 0 means: the cores in this process's affinity mask.
+  /// Compute units (CUs), one worker group each. 0 means: the cores in this process's affinity
+  /// mask.
   int num_cus = defaults::kNumCus;
   /// Resident-workgroup slots per CU (worker threads per CU). LDS may allow fewer.
   int wg_slots_per_cu = defaults::kWgSlotsPerCu;

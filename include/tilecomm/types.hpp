@@ -19,11 +19,16 @@ enum class ReduceOp { Sum, Max, Min };
 /// Bytes per element.
 constexpr std::size_t size_of(DataType t) {
   switch (t) {
-    case DataType::Float32: return 4;
-    case DataType::Float64: return 8;
-    case DataType::Int32: return 4;
-    case DataType::Int64: return 8;
-    case DataType::BFloat16: return 2;
+    case DataType::Float32:
+      return 4;
+    case DataType::Float64:
+      return 8;
+    case DataType::Int32:
+      return 4;
+    case DataType::Int64:
+      return 8;
+    case DataType::BFloat16:
+      return 2;
   }
   return 0;
 }
@@ -57,10 +62,25 @@ struct bfloat16 {
 /// The DataType of a C++ element type (float, double, int32_t, int64_t, bfloat16).
 template <class T>
 constexpr DataType data_type_of();
-template <> constexpr DataType data_type_of<float>() { return DataType::Float32; }
-template <> constexpr DataType data_type_of<double>() { return DataType::Float64; }
-template <> constexpr DataType data_type_of<std::int32_t>() { return DataType::Int32; }
-template <> constexpr DataType data_type_of<std::int64_t>() { return DataType::Int64; }
-template <> constexpr DataType data_type_of<bfloat16>() { return DataType::BFloat16; }
+template <>
+constexpr DataType data_type_of<float>() {
+  return DataType::Float32;
+}
+template <>
+constexpr DataType data_type_of<double>() {
+  return DataType::Float64;
+}
+template <>
+constexpr DataType data_type_of<std::int32_t>() {
+  return DataType::Int32;
+}
+template <>
+constexpr DataType data_type_of<std::int64_t>() {
+  return DataType::Int64;
+}
+template <>
+constexpr DataType data_type_of<bfloat16>() {
+  return DataType::BFloat16;
+}
 
 }  // namespace tilecomm

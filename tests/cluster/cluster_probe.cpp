@@ -7,7 +7,8 @@
 //   2. checks that ranks of different emulated nodes are in different network namespaces (and ranks
 //      of the same node in the same one) and that MPI's node split follows the emulated nodes;
 //   3. checks an MPI_Allreduce (sum of rank-dependent integers, exact);
-//   4. measures the 8-byte ping-pong latency and times a ping-pong of a few MiB between rank 0 and the last rank (another node), verifies the
+//   4. measures the 8-byte ping-pong latency and times a ping-pong of a few MiB between rank 0 and
+//   the last rank (another node), verifies the
 //      payload and prints the bandwidth; if the links are shaped (TILECOMM_CLUSTER_RATE_BITS set
 //      by cluster.sh) it checks the bandwidth is below --max-factor times the shaped rate.
 //
@@ -60,7 +61,8 @@ void first_ipv4(char* out, std::size_t len) {
 }
 
 std::uint8_t pattern(std::size_t i, int iter, int from) {
-  return static_cast<std::uint8_t>((i * 131u) ^ (static_cast<unsigned>(iter) * 7u) ^ (static_cast<unsigned>(from) << 5));
+  return static_cast<std::uint8_t>((i * 131u) ^ (static_cast<unsigned>(iter) * 7u) ^
+                                   (static_cast<unsigned>(from) << 5));
 }
 
 }  // namespace
@@ -77,10 +79,14 @@ int main(int argc, char** argv) {
   bool node_check = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--bytes" && i + 1 < argc) bytes = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else if (a == "--max-factor" && i + 1 < argc) max_factor = std::atof(argv[++i]);
-    else if (a == "--no-node-check") node_check = false;
+    if (a == "--bytes" && i + 1 < argc)
+      bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::atoi(argv[++i]);
+    else if (a == "--max-factor" && i + 1 < argc)
+      max_factor = std::atof(argv[++i]);
+    else if (a == "--no-node-check")
+      node_check = false;
     else {
       if (rank == 0) std::fprintf(stderr, "cluster_probe: unknown argument '%s'\n", argv[i]);
       MPI_Finalize();
@@ -115,11 +121,12 @@ int main(int argc, char** argv) {
   const long nodes = env_long("TILECOMM_CLUSTER_NODES", -1);
   const long rpn = env_long("TILECOMM_CLUSTER_RANKS_PER_NODE", -1);
   if (rank == 0) {
-    std::printf("cluster_probe: %d ranks (emulated nodes %ld, ranks per node %ld)\n", size, nodes, rpn);
+    std::printf("cluster_probe: %d ranks (emulated nodes %ld, ranks per node %ld)\n", size, nodes,
+                rpn);
     for (int r = 0; r < size; ++r) {
       const RankInfo& x = all[static_cast<std::size_t>(r)];
-      std::printf("  rank %d: host %s node %d netns %llu addr %s shared-comm size %d\n", r, x.host, x.node,
-                  static_cast<unsigned long long>(x.netns), x.addr, x.shared_size);
+      std::printf("  rank %d: host %s node %d netns %llu addr %s shared-comm size %d\n", r, x.host,
+                  x.node, static_cast<unsigned long long>(x.netns), x.addr, x.shared_size);
     }
     // 2. Ranks on different emulated nodes must be in different network namespaces. Without
     // cluster.sh's environment we only demand that rank 0 and the last rank differ.
@@ -128,17 +135,21 @@ int main(int argc, char** argv) {
         for (int s = r + 1; s < size; ++s) {
           const RankInfo& a = all[static_cast<std::size_t>(r)];
           const RankInfo& b = all[static_cast<std::size_t>(s)];
-          bool same_node = (a.node >= 0 && b.node >= 0) ? a.node == b.node : (r != 0 || s != size - 1);
+          bool same_node =
+              (a.node >= 0 && b.node >= 0) ? a.node == b.node : (r != 0 || s != size - 1);
           if (same_node != (a.netns == b.netns)) {
-            std::fprintf(stderr, "cluster_probe: FAIL: ranks %d and %d: same node %d but same netns %d\n", r, s,
-                         same_node, a.netns == b.netns);
+            std::fprintf(stderr,
+                         "cluster_probe: FAIL: ranks %d and %d: same node %d but same netns %d\n",
+                         r, s, same_node, a.netns == b.netns);
             ok = 0;
           }
         }
         const RankInfo& a = all[static_cast<std::size_t>(r)];
         if (rpn > 0 && a.shared_size != rpn) {
-          std::fprintf(stderr, "cluster_probe: FAIL: rank %d: MPI_COMM_TYPE_SHARED has %d ranks, expected %ld\n", r,
-                       a.shared_size, rpn);
+          std::fprintf(
+              stderr,
+              "cluster_probe: FAIL: rank %d: MPI_COMM_TYPE_SHARED has %d ranks, expected %ld\n", r,
+              a.shared_size, rpn);
           ok = 0;
         }
       }
@@ -151,7 +162,8 @@ int main(int argc, char** argv) {
   {
     const int n = 1 << 16;
     std::vector<long long> in(n), out(n, -1);
-    for (int i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = static_cast<long long>(rank + 1) * (i + 1);
+    for (int i = 0; i < n; ++i)
+      in[static_cast<std::size_t>(i)] = static_cast<long long>(rank + 1) * (i + 1);
     MPI_Allreduce(in.data(), out.data(), n, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     const long long ranksum = static_cast<long long>(size) * (size + 1) / 2;
     for (int i = 0; i < n; ++i) {
@@ -160,7 +172,9 @@ int main(int argc, char** argv) {
         break;
       }
     }
-    if (rank == 0) std::printf("cluster_probe: allreduce of %d int64 over %d ranks: %s\n", n, size, ok ? "ok" : "WRONG");
+    if (rank == 0)
+      std::printf("cluster_probe: allreduce of %d int64 over %d ranks: %s\n", n, size,
+                  ok ? "ok" : "WRONG");
   }
 
   // 4. Ping-pong rank 0 <-> last rank: `iters` round trips of `bytes` each way, after one warm-up.
@@ -171,12 +185,15 @@ int main(int argc, char** argv) {
     double t0 = 0;
     for (int it = -1; it < iters; ++it) {
       if (it == 0) t0 = MPI_Wtime();
-      for (std::size_t i = 0; i < bytes; ++i) sbuf[i] = pattern(i, it, rank);
+      for (std::size_t i = 0; i < bytes; ++i)
+        sbuf[i] = pattern(i, it, rank);
       if (rank == 0) {
         MPI_Send(sbuf.data(), static_cast<int>(bytes), MPI_BYTE, peer, it + 1, MPI_COMM_WORLD);
-        MPI_Recv(rbuf.data(), static_cast<int>(bytes), MPI_BYTE, peer, it + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(rbuf.data(), static_cast<int>(bytes), MPI_BYTE, peer, it + 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
       } else {
-        MPI_Recv(rbuf.data(), static_cast<int>(bytes), MPI_BYTE, peer, it + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(rbuf.data(), static_cast<int>(bytes), MPI_BYTE, peer, it + 1, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
         MPI_Send(sbuf.data(), static_cast<int>(bytes), MPI_BYTE, peer, it + 1, MPI_COMM_WORLD);
       }
       for (std::size_t i = 0; i < bytes && payload_ok; ++i)
@@ -202,19 +219,22 @@ int main(int argc, char** argv) {
       std::printf("cluster_probe: 8 B ping-pong latency (half round trip): %.1f us\n",
                   (MPI_Wtime() - l0) / lat_iters / 2 * 1e6);
     if (rank == 0) {
-      const double moved = 2.0 * static_cast<double>(bytes) * iters;  // bytes over the link, both ways
+      const double moved =
+          2.0 * static_cast<double>(bytes) * iters;  // bytes over the link, both ways
       const double bits_per_s = moved * 8.0 / secs;
-      std::printf("cluster_probe: ping-pong %zu B x %d round trips between rank 0 and rank %d: %.3f s, "
-                  "%.1f MB/s = %.3f Gbit/s\n",
-                  bytes, iters, peer, secs, moved / secs / 1e6, bits_per_s / 1e9);
+      std::printf(
+          "cluster_probe: ping-pong %zu B x %d round trips between rank 0 and rank %d: %.3f s, "
+          "%.1f MB/s = %.3f Gbit/s\n",
+          bytes, iters, peer, secs, moved / secs / 1e6, bits_per_s / 1e9);
       const double rate = static_cast<double>(env_long("TILECOMM_CLUSTER_RATE_BITS", 0));
       if (rate > 0) {
-        std::printf("cluster_probe: shaped rate %.3f Gbit/s, measured/shaped = %.2f (limit %.1f)\n", rate / 1e9,
-                    bits_per_s / rate, max_factor);
+        std::printf("cluster_probe: shaped rate %.3f Gbit/s, measured/shaped = %.2f (limit %.1f)\n",
+                    rate / 1e9, bits_per_s / rate, max_factor);
         // Only an upper bound: the ping-pong must not beat the shaper by much. It may well be far
         // below the rate (shared 2-core machine, TCP over veth, one message in flight), so there is
         // no lower bound.
-        if (bits_per_s > max_factor * rate) fail("bandwidth far above the shaped rate: links not shaped?");
+        if (bits_per_s > max_factor * rate)
+          fail("bandwidth far above the shaped rate: links not shaped?");
       }
     }
   }

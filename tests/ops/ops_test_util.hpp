@@ -43,7 +43,8 @@ inline float small_int(std::uint64_t seed, int r = 2) {
 /// slots busy for a random time during it, so tiles of the call are delayed unevenly per rank.
 class Straggler {
  public:
-  Straggler(Device& device, unsigned seed) : dev_(device), noise_(device.create_stream(Stream::kHigh)), rng_(seed) {}
+  Straggler(Device& device, unsigned seed)
+      : dev_(device), noise_(device.create_stream(Stream::kHigh)), rng_(seed) {}
   void before_call(int max_us = 3000) {
     std::this_thread::sleep_for(std::chrono::microseconds(rng_() % (max_us + 1)));
     const int busy_us = static_cast<int>(rng_() % (max_us + 1));

@@ -18,7 +18,8 @@ Table make_table(std::size_t gt, std::size_t dim, std::size_t batch, int call) {
   Table t;
   t.rows = 20 + gt * 13;
   t.w.resize(t.rows * dim);
-  for (std::size_t i = 0; i < t.w.size(); ++i) t.w[i] = small_int(i * 3 + gt + 100 * call);
+  for (std::size_t i = 0; i < t.w.size(); ++i)
+    t.w[i] = small_int(i * 3 + gt + 100 * call);
   std::mt19937 g(static_cast<unsigned>(gt * 1000 + call));
   t.off.push_back(0);
   for (std::size_t b = 0; b < batch; ++b) {
@@ -32,7 +33,9 @@ Table make_table(std::size_t gt, std::size_t dim, std::size_t batch, int call) {
   return t;
 }
 
-std::size_t tables_of(int r) { return static_cast<std::size_t>(r % 3); }  // 0, 1 or 2 tables
+std::size_t tables_of(int r) {
+  return static_cast<std::size_t>(r % 3);
+}  // 0, 1 or 2 tables
 
 void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, Pooling pooling,
            int calls, std::size_t tile = 0) {
@@ -43,7 +46,8 @@ void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, 
     total += tables_of(r);
   }
   std::vector<std::size_t> rows;
-  for (std::size_t t = 0; t < tables_of(me); ++t) rows.push_back(20 + (first + t) * 13);
+  for (std::size_t t = 0; t < tables_of(me); ++t)
+    rows.push_back(20 + (first + t) * 13);
   OpOptions opt;
   opt.tile = tile;
   EmbeddingAllToAll op(comm, dev, rows, dim, batch, pooling, opt);
@@ -52,7 +56,8 @@ void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, 
   Straggler straggler(dev, 99u + me);
   for (int call = 0; call < calls; ++call) {
     std::vector<Table> all;
-    for (std::size_t gt = 0; gt < total; ++gt) all.push_back(make_table(gt, dim, batch, call));
+    for (std::size_t gt = 0; gt < total; ++gt)
+      all.push_back(make_table(gt, dim, batch, call));
     std::vector<const float*> tables;
     std::vector<EmbeddingBags> bags;
     for (std::size_t t = 0; t < tables_of(me); ++t) {
@@ -71,7 +76,8 @@ void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, 
           for (std::size_t d = 0; d < dim; ++d)
             o[d] += (T.weights.empty() ? 1.0f : T.weights[j]) * T.w[T.idx[j] * dim + d];
         if (pooling == Pooling::Mean && T.off[g + 1] > T.off[g])
-          for (std::size_t d = 0; d < dim; ++d) o[d] /= static_cast<float>(T.off[g + 1] - T.off[g]);
+          for (std::size_t d = 0; d < dim; ++d)
+            o[d] /= static_cast<float>(T.off[g + 1] - T.off[g]);
       }
     for (Mode mode : kModes) {
       std::vector<float> out(ref.size(), -777.0f);
@@ -79,7 +85,8 @@ void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, 
       op.run(tables, bags, out.data(), mode);
       straggler.after_call();
       int wrong = 0;
-      for (std::size_t i = 0; i < out.size(); ++i) wrong += out[i] != ref[i];
+      for (std::size_t i = 0; i < out.size(); ++i)
+        wrong += out[i] != ref[i];
       EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " batch " << batch << " dim " << dim;
     }
   }
@@ -114,7 +121,8 @@ TEST(EmbeddingAllToAll, BadInputIsReportedOnEveryRank) {
   EmbeddingAllToAll op(comm, dev, {10}, 4, 3, Pooling::Sum);
   std::vector<float> out(op.local_batch() * op.num_tables() * 4);
   std::vector<const float*> tables = {table.data()};
-  auto expect_error = [&](std::vector<std::int64_t> idx, std::vector<std::int64_t> off, const char* text) {
+  auto expect_error = [&](std::vector<std::int64_t> idx, std::vector<std::int64_t> off,
+                          const char* text) {
     // Rank 0 passes the bad bags; every other rank passes good ones and must still get an error.
     std::vector<std::int64_t> good_idx = {1, 2}, good_off = {0, 1, 1, 2};
     EmbeddingBags bags{me == 0 ? idx : good_idx, me == 0 ? off : good_off, {}};
@@ -124,8 +132,10 @@ TEST(EmbeddingAllToAll, BadInputIsReportedOnEveryRank) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
       const std::string what = e.what();
-      if (me == 0) EXPECT_NE(what.find(text), std::string::npos) << what;
-      else EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+      if (me == 0)
+        EXPECT_NE(what.find(text), std::string::npos) << what;
+      else
+        EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
     }
   };
   expect_error({1, 10}, {0, 1, 1, 2}, "table 0 bag 2: index 10");
@@ -143,7 +153,8 @@ TEST(EmbeddingAllToAll, MismatchedDimRaisesOnEveryRank) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
   if (comm.size() == 1) GTEST_SKIP() << "needs two ranks";
-  EXPECT_THROW(EmbeddingAllToAll(comm, dev, {4}, comm.rank() == 0 ? 8 : 16, 10, Pooling::Sum), Error);
+  EXPECT_THROW(EmbeddingAllToAll(comm, dev, {4}, comm.rank() == 0 ? 8 : 16, 10, Pooling::Sum),
+               Error);
 }
 
 }  // namespace

@@ -10,11 +10,12 @@ struct GemvCase {
   std::size_t tile;
 };
 
-std::vector<float> reference(const std::vector<float>& w, const std::vector<float>& x, std::size_t m,
-                             std::size_t k) {
+std::vector<float> reference(const std::vector<float>& w, const std::vector<float>& x,
+                             std::size_t m, std::size_t k) {
   std::vector<float> part(m, 0.0f), y(m);
   for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < k; ++j) part[i] += w[i * k + j] * x[j];
+    for (std::size_t j = 0; j < k; ++j)
+      part[i] += w[i * k + j] * x[j];
   MPI_Allreduce(part.data(), y.data(), static_cast<int>(m), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   return y;
 }
@@ -28,8 +29,10 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls) {
   Straggler straggler(dev, 17u + r);
   for (int call = 0; call < calls; ++call) {
     std::vector<float> w(c.m * k), x(k);
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] = small_int(i * 31 + r * 7 + call);
-    for (std::size_t i = 0; i < k; ++i) x[i] = small_int(i + 1000 * call + r);
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] = small_int(i * 31 + r * 7 + call);
+    for (std::size_t i = 0; i < k; ++i)
+      x[i] = small_int(i + 1000 * call + r);
     const std::vector<float> ref = reference(w, x, c.m, k);
     for (Mode mode : kModes) {
       std::vector<float> y(c.m, -12345.0f);
@@ -37,8 +40,10 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls) {
       op.run(w.data(), x.data(), y.data(), mode);
       straggler.after_call();
       int wrong = 0;
-      for (std::size_t i = 0; i < c.m; ++i) wrong += y[i] != ref[i];
-      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " m " << c.m << " k " << k << " call " << call;
+      for (std::size_t i = 0; i < c.m; ++i)
+        wrong += y[i] != ref[i];
+      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " m " << c.m << " k " << k << " call "
+                          << call;
     }
   }
 }
@@ -46,8 +51,8 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls) {
 TEST(GemvAllReduce, MatchesReferenceInEveryMode) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
-  for (GemvCase c : {GemvCase{1, 5, 0}, GemvCase{7, 3, 0}, GemvCase{1000, 33, 0}, GemvCase{4099, 17, 0},
-                     GemvCase{1001, 9, 16}, GemvCase{3, 4, 1}})
+  for (GemvCase c : {GemvCase{1, 5, 0}, GemvCase{7, 3, 0}, GemvCase{1000, 33, 0},
+                     GemvCase{4099, 17, 0}, GemvCase{1001, 9, 16}, GemvCase{3, 4, 1}})
     check_case(comm, dev, c, 2);
 }
 
@@ -59,7 +64,8 @@ TEST(GemvAllReduce, EmptyShapes) {
   std::vector<float> y(64, 1.0f);
   for (Mode mode : kModes) {
     op.run(nullptr, nullptr, y.data(), mode);
-    for (float v : y) ASSERT_EQ(v, 0.0f);
+    for (float v : y)
+      ASSERT_EQ(v, 0.0f);
   }
 }
 
