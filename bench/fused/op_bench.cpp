@@ -12,6 +12,14 @@
 namespace tilecomm::bench {
 namespace {
 
+// Elements that differ bitwise (the output of a mode against sequential's).
+long long count_different(const std::vector<float>& a, const std::vector<float>& b) {
+  long long wrong = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    wrong += a[i] != b[i];
+  return wrong;
+}
+
 float small_int(std::uint64_t i) {
   i = i * 6364136223846793005ull + 1442695040888963407ull;
   return static_cast<float>(static_cast<int>((i >> 33) % 5) - 2);
@@ -43,12 +51,7 @@ class GemvBench : public OpBench {
     op_.run(w_.data(), x_.data(), y_.data(), mode);
     if (mode == Mode::Sequential) ref_ = y_;
   }
-  long long wrong_vs_sequential(Mode) override {
-    long long wrong = 0;
-    for (std::size_t i = 0; i < m_; ++i)
-      wrong += y_[i] != ref_[i];
-    return wrong;
-  }
+  long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return m_ * sizeof(float); }
   std::string shape() const override { return fmt::format("M={} K={}", m_, k_); }
 
@@ -97,12 +100,7 @@ class EmbeddingBench : public OpBench {
     op_.run(ptrs_, bags_, out_.data(), mode);
     if (mode == Mode::Sequential) ref_ = out_;
   }
-  long long wrong_vs_sequential(Mode) override {
-    long long wrong = 0;
-    for (std::size_t i = 0; i < out_.size(); ++i)
-      wrong += out_[i] != ref_[i];
-    return wrong;
-  }
+  long long wrong_vs_sequential(Mode) override { return count_different(out_, ref_); }
   std::size_t bytes() const override { return send_.size() * sizeof(float); }
   std::string shape() const override {
     return fmt::format("batch={} pool={} dim={} tables/rank={}", batch_, pool_, dim_, ntab_);
@@ -167,12 +165,7 @@ class MoeBench : public OpBench {
     op_.run(ptrs_, x_.data(), recv_, send_, y_.data(), mode);
     if (mode == Mode::Sequential) ref_ = y_;
   }
-  long long wrong_vs_sequential(Mode) override {
-    long long wrong = 0;
-    for (std::size_t i = 0; i < y_.size(); ++i)
-      wrong += y_[i] != ref_[i];
-    return wrong;
-  }
+  long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return x_.size() / k_ * n_ * sizeof(float); }
   std::string shape() const override {
     return fmt::format("tokens/rank={} K={} N={} experts/rank={}", tokens_, k_, n_, e_);
@@ -212,12 +205,7 @@ class GemmRsBench : public OpBench {
     op_.run(a_.data(), w_.data(), y_.data(), mode);
     if (mode == Mode::Sequential) ref_ = y_;
   }
-  long long wrong_vs_sequential(Mode) override {
-    long long wrong = 0;
-    for (std::size_t i = 0; i < y_.size(); ++i)
-      wrong += y_[i] != ref_[i];
-    return wrong;
-  }
+  long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return m_ * n_ * sizeof(float); }
   std::string shape() const override { return fmt::format("M={} K={} N={}", m_, k_, n_); }
 
