@@ -106,6 +106,12 @@ Env Env::parse(const Lookup& lookup) {
   if (auto v = get("TILECOMM_SHM_BYTES"))
     e.shm_bytes = parse_bytes("TILECOMM_SHM_BYTES", *v, std::size_t{64} << 30);
   if (auto v = get("TILECOMM_CHECK")) e.check = parse_bool("TILECOMM_CHECK", *v);
+  if (auto v = get("TILECOMM_ISA")) {
+    if (*v != "scalar" && *v != "avx2" && *v != "avx512")
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("TILECOMM_ISA = '{}' is not one of: scalar, avx2, avx512", *v));
+    e.isa = *v;
+  }
   return e;
 }
 
@@ -135,6 +141,7 @@ std::vector<Env::Row> Env::describe() const {
       {"TILECOMM_NODE_SIZE", std::to_string(node_size), "pretend nodes of N ranks; 0 = real"},
       {"TILECOMM_SHM_BYTES", std::to_string(shm_bytes), "shared-memory segment per rank, bytes"},
       {"TILECOMM_CHECK", b(check), "fingerprint every call across ranks"},
+      {"TILECOMM_ISA", s(isa), "cap the kernels' vector ISA: scalar, avx2, avx512"},
   };
 }
 

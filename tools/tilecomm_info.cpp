@@ -1,5 +1,5 @@
 // tilecomm_info: prints every TILECOMM_* variable with its current value and meaning, and the
-// device the current settings would build (like `ucc_info -c`).
+// kernel ISA path and the device the current settings would build (like `ucc_info -c`).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +15,10 @@ int main(int argc, char** argv) {
     const tilecomm::Env e = tilecomm::Env::from_process();
     for (const auto& row : e.describe())
       fmt::print("{:<26} {:<12} {}\n", row.name, row.value, row.doc);
+    fmt::print("\nkernels: {} path (this CPU: {}, avx512_bf16 {})\n",
+               tilecomm::to_string(tilecomm::active_isa()),
+               tilecomm::to_string(tilecomm::detected_isa()),
+               tilecomm::cpu_has_avx512_bf16() ? "yes" : "no");
     if (device) {
       tilecomm::Device d;
       fmt::print("\ndevice: {} CUs x {} WG slots, {} bytes LDS per CU, threads {}\n", d.num_cus(),

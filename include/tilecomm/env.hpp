@@ -42,6 +42,8 @@ struct Env {
   std::size_t shm_bytes = defaults::kShmBytes;
   /// TILECOMM_CHECK: fingerprint calls across ranks (0/1)
   bool check = defaults::kCheck;
+  /// TILECOMM_ISA: cap the kernels' vector ISA: scalar, avx2 or avx512 ("": the CPU's widest)
+  std::string isa;
 
   /// Looks a variable up by name; returns nullopt when unset.
   using Lookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -12,6 +12,7 @@
 #include "tilecomm/gemm_alltoall.hpp"
 #include "tilecomm/gemm_reduce_scatter.hpp"
 #include "tilecomm/gemv_allreduce.hpp"
+#include "tilecomm/isa.hpp"
 #include "tilecomm/ops.hpp"
 #include "tilecomm/runtime_config.hpp"
 #include "tilecomm/trace.hpp"

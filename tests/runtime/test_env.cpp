@@ -89,6 +89,7 @@ TEST(Env, BadValuesNameTheVariableAndTheValue) {
   expect_bad("TILECOMM_TIMEOUT_S", "soon");
   expect_bad("TILECOMM_NODE_SIZE", "1e3");
   expect_bad("TILECOMM_CHECK", "2");
+  expect_bad("TILECOMM_ISA", "sse2");
   // The message quotes the value as given, suffix included.
   expect_bad("TILECOMM_LDS_BYTES", "1.5M");
   expect_bad("TILECOMM_LDS_BYTES", "2G");  // above the 1 GiB limit
@@ -100,7 +101,7 @@ TEST(Env, BadValuesNameTheVariableAndTheValue) {
 TEST(Env, DescribeListsEveryVariable) {
   const Env e = parse({{"TILECOMM_CUS", "7"}});
   const auto rows = e.describe();
-  EXPECT_EQ(rows.size(), 14u);
+  EXPECT_EQ(rows.size(), 15u);
   bool found = false;
   for (const auto& r : rows) {
     EXPECT_EQ(r.name.rfind("TILECOMM_", 0), 0u);
