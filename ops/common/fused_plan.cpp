@@ -61,16 +61,34 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
 void FusedPlan::run(const TaskFn& body) {
   if (staging_->size() < staged_floats_) staging_->resize(staged_floats_);
   Proxy* proxy = ctx_.proxy();
+  // The proxy is a WG on the high-priority stream, beside the compute kernel's WGs; with a single
+  // WG slot it cannot have one of its own (the kernel could never run), so the host thread, idle
+  // until the kernel ends anyway, drives it instead.
+  const bool proxy_wg = proxy != nullptr && ctx_.wg_slots() > 1;
   if (proxy != nullptr) {
     proxy->expect_sends(sends_);
-    proxy->launch(ctx_.comm_stream, ctx_.kernel_name("proxy").c_str());
+    if (proxy_wg)
+      proxy->launch(ctx_.comm_stream, ctx_.kernel_name("proxy").c_str());
+    else
+      proxy->start_on_host();
   }
-  const std::size_t wgs = std::max<std::size_t>(1, ctx_.wg_slots() - (proxy ? 1 : 0));
+  const std::size_t wgs = std::max<std::size_t>(1, ctx_.wg_slots() - (proxy_wg ? 1 : 0));
   if (!order_.empty())
     ctx_.compute_stream.launch_persistent({ctx_.kernel_name("fused"), wgs, 0}, std::move(order_),
                                           body);
+  if (proxy != nullptr && !proxy_wg) {
+    try {
+      proxy->run(nullptr);
+    } catch (...) {
+      try {  // the kernel's own error, if any, is secondary to the proxy's
+        ctx_.compute_stream.synchronize();
+      } catch (...) {
+      }
+      throw;
+    }
+  }
   ctx_.compute_stream.synchronize();
-  if (proxy != nullptr) ctx_.comm_stream.synchronize();
+  if (proxy_wg) ctx_.comm_stream.synchronize();
 }
 
 }  // namespace tilecomm::detail

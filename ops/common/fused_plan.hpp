@@ -73,7 +73,8 @@ class FusedPlan {
                        float* dst, std::size_t count, const char* what) const;
 
   /// Launches the proxy (when the job spans nodes) and then the persistent kernel over the order,
-  /// with every WG slot but the proxy's; returns when both have finished.
+  /// with every WG slot but the proxy's; returns when both have finished. On a device with a
+  /// single WG slot the host thread drives the proxy while the kernel runs.
   void run(const TaskFn& body);
 
  private:

@@ -35,7 +35,7 @@ void Proxy::start() {
 
 void Proxy::launch(Stream& stream, const char* name) {
   start();
-  stream.launch({name, {1, 1}, 0}, [this](const WorkgroupContext& wg) { run(wg); });
+  stream.launch({name, {1, 1}, 0}, [this](const WorkgroupContext& wg) { run(&wg); });
 }
 
 void Proxy::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type, int dst,
@@ -47,7 +47,11 @@ void Proxy::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Dat
   handed_.push_back({req, dst});
 }
 
-bool Proxy::progress(const WorkgroupContext& wg) {
+void Proxy::start_on_host() {
+  start();
+}
+
+bool Proxy::progress(const WorkgroupContext* wg) {
   bool progressed = false;
   {
     std::lock_guard q(queue_mu_);
@@ -71,10 +75,10 @@ bool Proxy::progress(const WorkgroupContext& wg) {
     if (i < recvs_.size()) {
       const Recv& r = recvs_[i];
       r.flags->signal(r.idx, r.value);
-      wg.mark("tile received", r.tag, r.src);
+      if (wg != nullptr) wg->mark("tile received", r.tag, r.src);
       --recvs_left_;
     } else {
-      wg.mark("tile sent", -1, send_peer_[i - recvs_.size()]);
+      if (wg != nullptr) wg->mark("tile sent", -1, send_peer_[i - recvs_.size()]);
       ++sends_done_;
     }
     progressed = true;
@@ -84,7 +88,7 @@ bool Proxy::progress(const WorkgroupContext& wg) {
 
 void Proxy::poll(const WorkgroupContext& wg) {
   std::unique_lock lock(progress_mu_, std::try_to_lock);
-  if (lock.owns_lock()) progress(wg);
+  if (lock.owns_lock()) progress(&wg);
 }
 
 void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
@@ -99,7 +103,7 @@ void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t
                                                 idx, value, timeout_s_));
 }
 
-void Proxy::run(const WorkgroupContext& wg) {
+void Proxy::run(const WorkgroupContext* wg) {
   // The proxy shares cores with the compute WGs it serves, which post their own sends and poll MPI
   // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
   // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning.

@@ -34,6 +34,10 @@ class Proxy {
   /// Posts the expected receives, then launches the proxy WG (run()) on `stream`, which should
   /// have a higher priority than the compute kernel's so the proxy is resident before it.
   void launch(Stream& stream, const char* name);
+  /// Instead of launch(), on a device with a single WG slot (where the proxy WG would take the
+  /// slot the compute kernel needs): posts the expected receives; the host then calls run(nullptr)
+  /// while the kernel runs.
+  void start_on_host();
 
   // ---- any WG ----
   /// Posts an MPI_Isend of `buf` (untouched until the call ends) and hands the request over.
@@ -48,9 +52,9 @@ class Proxy {
   void wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
             std::uint32_t value, const char* what);
 
-  // ---- the proxy WG ----
+  // ---- the proxy WG (or the host: wg = nullptr, no trace marks) ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s).
-  void run(const WorkgroupContext& wg);
+  void run(const WorkgroupContext* wg);
 
  private:
   struct Recv {
@@ -68,7 +72,7 @@ class Proxy {
   };
   // Proxy WG only: adopts handed-over sends, completes what MPI has finished. True if anything
   // happened.
-  bool progress(const WorkgroupContext& wg);
+  bool progress(const WorkgroupContext* wg);
   void start();
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
   [[noreturn]] void fail_timeout();
