@@ -57,12 +57,25 @@ std::size_t OpContext::wg_slots() const {
 
 std::vector<int> OpContext::destination_order(bool remote_first) const {
   std::vector<int> order;
-  auto cls = [&](int q) {
-    return !remote_first ? 0 : !topo.on_node(q) ? 0 : q != topo.rank ? 1 : 2;
-  };
-  for (int pass = 0; pass < (remote_first ? 3 : 1); ++pass)
+  if (!remote_first) {
     for (int q = 0; q < topo.size; ++q)
+      order.push_back(q);
+    return order;
+  }
+  auto cls = [&](int q) { return !topo.on_node(q) ? 0 : q != topo.rank ? 1 : 2; };
+  for (int pass = 0; pass < 3; ++pass)
+    for (int i = 1; i <= topo.size;
+         ++i) {  // rotated: rank + 1 first, so no rank is everyone's first
+      const int q = (topo.rank + i) % topo.size;
       if (cls(q) == pass) order.push_back(q);
+    }
+  return order;
+}
+
+std::vector<int> OpContext::source_order() const {
+  std::vector<int> order;
+  for (int i = 1; i < topo.size; ++i)
+    order.push_back((topo.rank - i + topo.size) % topo.size);
   return order;
 }
 

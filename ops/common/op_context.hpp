@@ -78,8 +78,13 @@ class OpContext {
   /// "<trace>.<phase>", the name of one of the operator's kernels in traces.
   std::string kernel_name(std::string_view phase) const;
   /// Every rank once, in the order a fused kernel should produce their tiles: with
-  /// `remote_first`, off-node ranks, then other on-node ranks, then this rank; else rank order.
+  /// `remote_first`, off-node ranks, then other on-node ranks, then this rank, each class rotated
+  /// to start after this rank (rank r serves r+1 first: no rank is everyone's first destination, no
+  /// incast); else plain rank order (the unrotated baseline).
   std::vector<int> destination_order(bool remote_first) const;
+  /// Every other rank once, in the order their tiles are expected to arrive under the rotated
+  /// destination order: rank - 1 first (its first destination is this rank), then rank - 2, ...
+  std::vector<int> source_order() const;
   /// WG slots of the device (CUs x slots per CU).
   std::size_t wg_slots() const;
   /// True when some peers are reached over MPI (the fused kernel then has a proxy).

@@ -19,8 +19,7 @@ void EmbeddingAllToAllImpl::run_fused(std::span<const float* const> tables,
     produced.push_back(
         {k.dst, {k.bag0 * row + table * dim, k.bag1 - k.bag0, dim}, flag_of(table, k.bag0)});
   }
-  for (int s = 0; s < p; ++s) {
-    if (s == me) continue;
+  for (int s : ctx.source_order()) {
     for (std::size_t table = first_table[s]; table < first_table[s + 1]; ++table)
       for (std::size_t b = 0; b < local_batch(me); b += tile) {
         const std::size_t b1 = std::min(local_batch(me), b + tile);

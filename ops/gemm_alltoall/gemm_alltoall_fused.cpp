@@ -8,7 +8,7 @@
 namespace tilecomm::detail {
 
 void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const float* x, float* y) {
-  const int p = topo.size, me = topo.rank;
+  const int me = topo.rank;
   const std::vector<GemmTile> tiles = make_tiles(0, local_experts, ctx.options.remote_first);
   std::vector<BlockRoute> produced, arrivals;
   produced.reserve(tiles.size());
@@ -17,8 +17,7 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
     const Block block{(y_row(t.src, g) + t.row0) * n + t.col0, t.row1 - t.row0, t.col1 - t.col0};
     produced.push_back({t.src, block, flag_of(g, t.row0, t.col0)});
   }
-  for (int o = 0; o < p; ++o) {
-    if (o == me) continue;
+  for (int o : ctx.source_order()) {
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
       const std::size_t rows = route.all_send[me * experts() + g];
       for (std::size_t r = 0; r < rows; r += tile_rows)

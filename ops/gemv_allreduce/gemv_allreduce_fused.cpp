@@ -53,14 +53,19 @@ void GemvAllReduceImpl::map_fused_segment() {
 // reduced blocks to every off-node rank.
 void GemvAllReduceImpl::plan_fused(FusedPlan& plan, FusedCall& call) {
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
-  const bool remote_first = ctx.options.remote_first;
-  for (int pass = 0; pass < (remote_first ? 2 : 1); ++pass)
-    for (std::size_t b = 0; b < blocks; ++b)
-      if (!remote_first || (owner(b) != me && topo.on_node(owner(b)) == (pass == 1)))
+  if (ctx.options.remote_first) {
+    // Other owners' blocks first (off-node, then on-node, rotated), then each of mine followed by
+    // its reduce, which waits for its own compute, which started first.
+    for (int o : ctx.destination_order(true))
+      for (std::size_t b = first_block(o); b < first_block(o + 1); ++b) {
         plan.add(call.task(Kind::Compute, b, blocks));
-  for (std::size_t b = first_block(me); b < first_block(me + 1); ++b) {
-    if (remote_first) plan.add(call.task(Kind::Compute, b, blocks));
-    plan.add(call.task(Kind::Reduce, b, blocks));  // waits for its own compute, which started first
+        if (o == me) plan.add(call.task(Kind::Reduce, b, blocks));
+      }
+  } else {
+    for (std::size_t b = 0; b < blocks; ++b)
+      plan.add(call.task(Kind::Compute, b, blocks));
+    for (std::size_t b = first_block(me); b < first_block(me + 1); ++b)
+      plan.add(call.task(Kind::Reduce, b, blocks));
   }
   for (std::size_t b = 0; b < blocks; ++b)
     if (owner(b) != me) plan.add(call.task(Kind::Gather, b, blocks));
