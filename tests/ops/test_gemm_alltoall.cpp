@@ -11,7 +11,7 @@ std::size_t experts_of(int r) {
 }
 
 void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls,
-           std::size_t tile = 0) {
+           std::size_t tile = 0, OpOptions opt = {}) {
   const int p = comm.size(), me = comm.rank();
   std::vector<std::size_t> first(p + 1, 0);
   for (int r = 0; r < p; ++r)
@@ -20,7 +20,6 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
   auto W = [](std::size_t g, std::size_t i, std::size_t j) {
     return small_int(g * 5 + i * 3 + j * 11);
   };
-  OpOptions opt;
   opt.tile = tile;
   GemmAllToAll op(comm, dev, experts_of(me), k, n, 2000, 2000, opt);
   ASSERT_EQ(op.num_experts(), G);
@@ -81,6 +80,20 @@ TEST(GemmAllToAll, MatchesReferenceInEveryMode) {
   check(comm, dev, 24, 40, 3);
   check(comm, dev, 7, 300, 2);     // two column blocks, the last one partial
   check(comm, dev, 16, 33, 2, 5);  // small row tiles
+}
+
+TEST(GemmAllToAll, NonDefaultOptions) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  OpOptions in_rank_order;  // tiles in plain rank order instead of remote first
+  in_rank_order.remote_first = false;
+  check(comm, dev, 9, 20, 2, 0, in_rank_order);
+  OpOptions one_chunk;  // shaped: one chunk, no CU left free
+  one_chunk.shaped = {0, 1};
+  check(comm, dev, 9, 20, 1, 0, one_chunk);
+  OpOptions many_chunks;  // shaped: more chunks than this rank has experts (empty chunks)
+  many_chunks.shaped = {2, 7};
+  check(comm, dev, 9, 20, 1, 0, many_chunks);
 }
 
 TEST(GemmAllToAll, RoutingMismatchRaisesOnEveryRank) {

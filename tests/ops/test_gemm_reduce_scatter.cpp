@@ -25,11 +25,10 @@ std::vector<float> reference(const std::vector<float>& a, const std::vector<floa
   return {full.begin() + first, full.begin() + first + rows * n};
 }
 
-void check_case(Communicator& comm, Device& dev, GemmRsCase c, int calls) {
+void check_case(Communicator& comm, Device& dev, GemmRsCase c, int calls, OpOptions opt = {}) {
   const int r = comm.rank();
   const std::size_t m = c.rows_per_rank * comm.size();
   const std::size_t k = c.k == 0 ? 0 : c.k + static_cast<std::size_t>(r % 3);  // K_r differs
-  OpOptions opt;
   opt.tile = c.tile;
   GemmReduceScatter op(comm, dev, m, k, c.n, opt);
   ASSERT_EQ(op.rows_local(), c.rows_per_rank);
@@ -74,6 +73,20 @@ TEST(GemmReduceScatter, ManyCallsOnOneContext) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
   check_case(comm, dev, {19, 6, 11, 0}, 10);
+}
+
+TEST(GemmReduceScatter, NonDefaultOptions) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  OpOptions in_rank_order;  // tiles in plain rank order instead of remote first
+  in_rank_order.remote_first = false;
+  check_case(comm, dev, {21, 4, 6, 8}, 2, in_rank_order);
+  OpOptions one_chunk;  // shaped: one chunk, no CU left free
+  one_chunk.shaped = {0, 1};
+  check_case(comm, dev, {21, 4, 6, 8}, 1, one_chunk);
+  OpOptions many_chunks;  // shaped: more chunks than rows per rank (clamped)
+  many_chunks.shaped = {2, 50};
+  check_case(comm, dev, {5, 4, 6, 2}, 1, many_chunks);
 }
 
 TEST(GemmReduceScatter, BadShapesAndArguments) {
