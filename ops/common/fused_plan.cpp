@@ -87,7 +87,18 @@ void FusedPlan::run(const TaskFn& body) {
       throw;
     }
   }
-  ctx_.compute_stream.synchronize();
+  try {
+    ctx_.compute_stream.synchronize();
+  } catch (...) {
+    if (proxy_wg) {  // never return while the proxy may still receive into the caller's buffers
+      proxy->abort();
+      try {
+        ctx_.comm_stream.synchronize();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
   if (proxy_wg) ctx_.comm_stream.synchronize();
 }
 

@@ -105,6 +105,30 @@ MPI_Datatype OpContext::block_type(std::size_t rows, std::size_t cols, std::size
   return type;
 }
 
+void OpContext::note_failure(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    // Argument errors and agreed mismatches are raised on every rank before tiles move: the
+    // context stays usable after them.
+    if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Mismatch)
+      failure_ = e.what();
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+  } catch (...) {
+    failure_ = "an unknown exception";
+  }
+}
+
+void OpContext::refuse_if_failed() const {
+  if (failure_.empty()) return;
+  throw Error(ErrorCode::InvalidUsage,
+              fmt::format("{}: an earlier call failed ({}); this context cannot run again (its "
+                          "peers are out of step and MPI requests may be pending): abandon it and "
+                          "its communicator, or MPI_Abort",
+                          info.name, failure_));
+}
+
 void OpContext::verify(Mode mode, std::array<std::uint64_t, 3> shape) {
   verify_op_call(comm, verify_kind_, shape, to_string(mode));
 }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -118,21 +119,22 @@ class OpContext {
   template <class Validate, class Sequential, class Shaped, class Fused>
   void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
                 Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
-    verify(mode, shape);
-    if constexpr (std::is_same_v<decltype(validate()), bool>) {
-      if (!validate()) return;
-    } else {
-      validate();
+    refuse_if_failed();
+    try {
+      verify(mode, shape);
+      if constexpr (std::is_same_v<decltype(validate()), bool>) {
+        if (!validate()) return;
+      } else {
+        validate();
+      }
+      if (mode == Mode::Sequential) return sequential();
+      if (mode == Mode::Shaped) return shaped();
+      if (mode == Mode::Fused) return fused();
+      invalid("run: mode = " + std::to_string(static_cast<int>(mode)));
+    } catch (...) {
+      note_failure(std::current_exception());
+      throw;
     }
-    switch (mode) {
-      case Mode::Sequential:
-        return sequential();
-      case Mode::Shaped:
-        return shaped();
-      case Mode::Fused:
-        return fused();
-    }
-    invalid("run: mode = " + std::to_string(static_cast<int>(mode)));
   }
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
@@ -141,6 +143,12 @@ class OpContext {
 
  private:
   void verify(Mode mode, std::array<std::uint64_t, 3> shape);
+  // A call that fails after communication began (Timeout, MPI error, an error inside a workgroup)
+  // leaves peers out of step and MPI requests behind: the context is marked failed and every later
+  // call raises Error(InvalidUsage) saying why, as NCCL does after a communicator abort.
+  void note_failure(std::exception_ptr error);
+  void refuse_if_failed() const;
+  std::string failure_;
 
   std::unique_ptr<SymmetricBuffer> segment_;
   std::unique_ptr<Proxy> proxy_;

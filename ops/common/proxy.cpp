@@ -11,6 +11,7 @@
 namespace tilecomm::detail {
 
 void Proxy::reset() {
+  aborted_.store(false, std::memory_order_relaxed);
   recvs_.clear();
   expected_sends_ = 0;
   std::lock_guard q(queue_mu_);
@@ -109,13 +110,27 @@ void Proxy::run(const WorkgroupContext* wg) {
   // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning.
   auto finished = [&] {
     std::lock_guard lock(progress_mu_);
+    if (aborted_.load(std::memory_order_acquire)) return true;
     progress(wg);
     return done();
   };
-  if (poll_until(finished, timeout_s_, WaitPolicy::fixed_sleep(std::chrono::microseconds(20))))
-    return;
+  const bool ended =
+      poll_until(finished, timeout_s_, WaitPolicy::fixed_sleep(std::chrono::microseconds(20)));
   std::lock_guard lock(progress_mu_);
-  fail_timeout();
+  if (aborted_.load(std::memory_order_acquire)) return cancel_pending();
+  if (!ended) fail_timeout();
+}
+
+void Proxy::abort() {
+  aborted_.store(true, std::memory_order_release);
+}
+
+void Proxy::cancel_pending() {
+  for (MPI_Request& r : reqs_)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
 }
 
 void Proxy::fail_timeout() {
@@ -126,11 +141,7 @@ void Proxy::fail_timeout() {
   if (what.empty())
     what = fmt::format("{} of {} sends to complete ({} posted)", expected_sends_ - sends_done_,
                        expected_sends_, sends_posted_);
-  for (MPI_Request& r : reqs_)
-    if (r != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r);
-      MPI_Request_free(&r);
-    }
+  cancel_pending();
   throw Error(ErrorCode::Timeout,
               fmt::format("{} proxy: waited {} s for {}", op_, timeout_s_, what));
 }

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -55,6 +56,9 @@ class Proxy {
   // ---- the proxy WG (or the host: wg = nullptr, no trace marks) ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s).
   void run(const WorkgroupContext* wg);
+  /// From the host, when the compute kernel of the call failed: run() cancels the requests still
+  /// pending (MPI_Cancel, so no receive lands in the caller's output later) and returns.
+  void abort();
 
  private:
   struct Recv {
@@ -76,6 +80,7 @@ class Proxy {
   void start();
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
   [[noreturn]] void fail_timeout();
+  void cancel_pending();  // under progress_mu_
 
   MPI_Comm comm_;
   double timeout_s_;
@@ -86,6 +91,7 @@ class Proxy {
   std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)
   std::vector<Posted> handed_;
 
+  std::atomic<bool> aborted_{false};
   std::mutex progress_mu_;  // guards the state below once the kernels run
   // Written by the host before launch, then under progress_mu_.
   std::vector<MPI_Request> reqs_;  // [0, recvs) receives, then sends in hand-over order

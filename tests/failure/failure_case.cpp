@@ -122,6 +122,22 @@ int main(int argc, char** argv) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("RESULT rank=%d code=%s elapsed=%.2f msg=%s\n", rank, code.c_str(), s, msg.c_str());
     std::fflush(stdout);
+    if (code == "Timeout" && op != "allreduce") {
+      // An operator whose call failed must refuse every later call at once, saying why.
+      const auto t1 = std::chrono::steady_clock::now();
+      std::string after = "OK", after_msg;
+      try {
+        call();
+      } catch (const Error& e) {
+        after = std::string(to_string(e.code()));
+        after_msg = e.what();
+      }
+      const double s1 =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+      std::printf("AFTER rank=%d code=%s elapsed=%.2f msg=%s\n", rank, after.c_str(), s1,
+                  after_msg.c_str());
+      std::fflush(stdout);
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);
   // Pending requests on the leaked communicator may keep MPI_Finalize waiting: leave directly.
