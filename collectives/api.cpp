@@ -146,25 +146,29 @@ namespace {
 
 Request post(Communicator& comm, CollArgs args, const CollectiveOptions& options, bool blocking) {
   CommImpl& impl = impl_of(comm);
+  impl.refuse_if_failed(to_string(args.coll));
   validate_layout(args, impl.topo.rank, impl.topo.size);
   const Algorithm& algo = choose_algorithm(impl, args, options.algorithm);
   // Verify mode compares the call after local validation and selection: a call rejected above
   // raises on its rank before any communication (as collectives.hpp promises) and is not a call.
   // The fingerprint carries the algorithm as requested, so differing forced algorithms are caught.
   if (impl.verifier.enabled())
-    verify_call(impl, fingerprint_of(args, options.algorithm, impl.topo.rank, impl.topo.size),
-                &args);
+    impl.run_guarded([&] {
+      verify_call(impl, fingerprint_of(args, options.algorithm, impl.topo.rank, impl.topo.size),
+                  &args);
+    });
   if (blocking) {
-    impl.queue.run_blocking([&] { algo.run(impl, args); });
+    impl.queue.run_blocking([&] { impl.run_guarded([&] { algo.run(impl, args); }); });
     return {};
   }
   auto state = std::make_shared<RequestAccess::State>();
   state->args = std::move(args);
-  impl.queue.run_async([&impl, &algo, state] { algo.run(impl, state->args); },
-                       [state](std::exception_ptr e) {
-                         state->error = e;
-                         state->done.store(true, std::memory_order_release);
-                       });
+  impl.queue.run_async(
+      [&impl, &algo, state] { impl.run_guarded([&] { algo.run(impl, state->args); }); },
+      [state](std::exception_ptr e) {
+        state->error = e;
+        state->done.store(true, std::memory_order_release);
+      });
   return RequestAccess::make(std::move(state));
 }
 

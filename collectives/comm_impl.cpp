@@ -82,6 +82,21 @@ CommImpl::CommImpl(MPI_Comm user, const CommConfig& config)
   mpi_check(MPI_Barrier(mpi), "MPI_Barrier");
 }
 
+void CommImpl::mark_failed(const std::string& why) {
+  std::lock_guard lock(failure_mu_);
+  if (failure_.empty()) failure_ = why;
+}
+
+void CommImpl::refuse_if_failed(std::string_view what) const {
+  std::lock_guard lock(failure_mu_);
+  if (failure_.empty()) return;
+  throw Error(ErrorCode::InvalidUsage,
+              fmt::format("{}: the communicator failed earlier ({}); it cannot be used again "
+                          "(ranks are out of step, MPI requests may be pending): abandon it, or "
+                          "MPI_Abort",
+                          what, failure_));
+}
+
 void CommImpl::wait_all(MPI_Request* reqs, int n, const char* what,
                         std::initializer_list<int> peers) const {
   if (n == 0) return;
@@ -142,14 +157,17 @@ MPI_Comm Communicator::mpi_comm() const {
 
 void Communicator::barrier() {
   detail::CommImpl& c = *impl_;
+  c.refuse_if_failed("barrier");
   c.queue.run_blocking([&c] {
-    c.segment.node_barrier();
-    if (c.topo.num_nodes > 1 && c.topo.local_rank == 0) {
-      MPI_Request r;
-      detail::mpi_check(MPI_Ibarrier(c.cross_mpi, &r), "MPI_Ibarrier");
-      c.wait_all(&r, 1, "barrier (MPI_Ibarrier over node leaders)");
-    }
-    c.segment.node_barrier();
+    c.run_guarded([&c] {
+      c.segment.node_barrier();
+      if (c.topo.num_nodes > 1 && c.topo.local_rank == 0) {
+        MPI_Request r;
+        detail::mpi_check(MPI_Ibarrier(c.cross_mpi, &r), "MPI_Ibarrier");
+        c.wait_all(&r, 1, "barrier (MPI_Ibarrier over node leaders)");
+      }
+      c.segment.node_barrier();
+    });
   });
 }
 

@@ -7,6 +7,9 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <mutex>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/mpi_check.hpp"
@@ -15,6 +18,7 @@
 #include "collectives/topology.hpp"
 #include "collectives/verify.hpp"
 #include "tilecomm/communicator.hpp"
+#include "tilecomm/error.hpp"
 
 namespace tilecomm::detail {
 
@@ -61,10 +65,31 @@ struct CommImpl : CommHandles {
   void wait_all(MPI_Request* reqs, int n, const char* what,
                 std::initializer_list<int> peers = {}) const;
 
+  /// After a Timeout or MPI error in a call (a collective, or an operator built on this
+  /// communicator) ranks are out of step and requests may be pending: the communicator is failed
+  /// for good. The first reason is kept. Thread-safe.
+  void mark_failed(const std::string& why);
+  /// Raises Error(InvalidUsage) naming `what` and the first failure when the communicator failed;
+  /// called before a call communicates and before an operator context is built on it.
+  void refuse_if_failed(std::string_view what) const;
+  /// Runs `call`; a Timeout or MpiError it raises marks the communicator failed, then propagates.
+  template <class Call>
+  void run_guarded(Call&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Timeout || e.code() == ErrorCode::MpiError) mark_failed(e.what());
+      throw;
+    }
+  }
+
  private:
   // Checks that MPI is ready, duplicates `user` into handles.mpi, splits handles.node_mpi and
   // handles.cross_mpi, and returns the layout.
   static Topology connect(CommHandles& handles, MPI_Comm user, const CommConfig& config);
+
+  mutable std::mutex failure_mu_;
+  std::string failure_;  // the first failure, "" while healthy
 };
 
 /// Access to a Communicator's private state, for the layers built on it (collectives, operators).

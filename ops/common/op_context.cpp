@@ -19,6 +19,7 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       options(std::move(opts)),
       info(op),
       verify_kind_(register_call_kind(op.name, op.shape)) {
+  comm.refuse_if_failed(info.name);
   if (options.shaped.chunks < 1)
     invalid(fmt::format("shaped.chunks = {} (must be >= 1)", options.shaped.chunks));
   blas_single_threaded();
@@ -111,17 +112,19 @@ void OpContext::note_failure(std::exception_ptr error) {
   } catch (const Error& e) {
     // Argument errors and agreed mismatches are raised on every rank before tiles move: the
     // context stays usable after them.
-    if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Mismatch)
+    if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Mismatch &&
+        e.code() != ErrorCode::InvalidUsage)
       failure_ = e.what();
   } catch (const std::exception& e) {
     failure_ = e.what();
   } catch (...) {
     failure_ = "an unknown exception";
   }
+  if (!failure_.empty()) comm.mark_failed(failure_);
 }
 
 void OpContext::refuse_if_failed() const {
-  if (failure_.empty()) return;
+  if (failure_.empty()) return comm.refuse_if_failed(info.name);
   throw Error(ErrorCode::InvalidUsage,
               fmt::format("{}: an earlier call failed ({}); this context cannot run again (its "
                           "peers are out of step and MPI requests may be pending): abandon it and "

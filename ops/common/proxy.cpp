@@ -100,8 +100,8 @@ void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t
     return false;
   };
   if (!poll_until(arrived, timeout_s_, WaitPolicy::backoff(2.0)))
-    throw Error(ErrorCode::Timeout, fmt::format("{}: {} {} did not reach {} within {} s", op_, what,
-                                                idx, value, timeout_s_));
+    throw Error(ErrorCode::Timeout,  // `what` names the operator
+                fmt::format("{} {} did not reach {} within {} s", what, idx, value, timeout_s_));
 }
 
 void Proxy::run(const WorkgroupContext* wg) {

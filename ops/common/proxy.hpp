@@ -49,7 +49,8 @@ class Proxy {
   /// a tile the proxy will receive calls this while it waits, so progress never depends on the
   /// proxy WG getting a core.
   void poll(const WorkgroupContext& wg);
-  /// Waits (backing off, polling MPI) until flags[idx] reaches value; Error(Timeout) naming `what`.
+  /// Waits (backing off, polling MPI) until flags[idx] reaches value; Error(Timeout) whose message
+  /// starts with `what` (which names the operator).
   void wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
             std::uint32_t value, const char* what);
 

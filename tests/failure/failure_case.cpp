@@ -41,6 +41,22 @@ RuntimeConfig small_device() {
   return c;
 }
 
+// Runs `fn` once more after the failure and prints "AFTER rank=<r> what=<what> code=<c> ...".
+void after(int rank, const char* what, const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string code = "OK", msg;
+  try {
+    fn();
+  } catch (const Error& e) {
+    code = std::string(to_string(e.code()));
+    msg = e.what();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("AFTER rank=%d what=%s code=%s elapsed=%.2f msg=%s\n", rank, what, code.c_str(), s,
+              msg.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,21 +138,15 @@ int main(int argc, char** argv) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("RESULT rank=%d code=%s elapsed=%.2f msg=%s\n", rank, code.c_str(), s, msg.c_str());
     std::fflush(stdout);
-    if (code == "Timeout" && op != "allreduce") {
-      // An operator whose call failed must refuse every later call at once, saying why.
-      const auto t1 = std::chrono::steady_clock::now();
-      std::string after = "OK", after_msg;
-      try {
-        call();
-      } catch (const Error& e) {
-        after = std::string(to_string(e.code()));
-        after_msg = e.what();
-      }
-      const double s1 =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      std::printf("AFTER rank=%d code=%s elapsed=%.2f msg=%s\n", rank, after.c_str(), s1,
-                  after_msg.c_str());
-      std::fflush(stdout);
+    if (code == "Timeout") {
+      // After a failed call, the same call, a new operator on the communicator and a collective
+      // must all be refused at once, saying why (never a hang or a crash).
+      std::vector<float> buf(4, 1.0f);
+      after(rank, "same-call", call);
+      after(rank, "new-operator", [&] { GemvAllReduce again(*comm, *dev, 256, 64); });
+      after(rank, "collective", [&] {
+        allreduce(*comm, buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum);
+      });
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);

@@ -36,11 +36,12 @@ while read -r line; do
     echo "$line" | grep -Eq -- "$pattern" || fail "message does not match /$pattern/: $line"
   fi
 done <<< "$results"
-# An operator call after its failed call (AFTER lines) must be refused at once, naming the failure.
+# After the failed call, the same call, a new operator and a collective (AFTER lines) must each be
+# refused at once, naming the failure.
 while read -r line; do
   [ -z "$line" ] && continue
   echo "$line" | grep -q ' code=InvalidUsage ' || fail "a call after the failure was not refused: $line"
-  echo "$line" | grep -q 'an earlier call failed' || fail "the refusal does not say why: $line"
+  echo "$line" | grep -Eq 'an earlier call failed|failed earlier' || fail "the refusal does not say why: $line"
   elapsed=$(echo "$line" | sed -n 's/.* elapsed=\([^ ]*\).*/\1/p')
   le "$elapsed" 1 || fail "the refusal took ${elapsed} s: $line"
 done <<< "$(echo "$out" | grep '^AFTER ' || true)"
