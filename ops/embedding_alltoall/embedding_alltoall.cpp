@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "ops/common/op_util.hpp"
@@ -63,6 +64,13 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
              ? ctx.options.tile
              : std::clamp<std::size_t>(most_bags * avg_tables / (4 * ctx.wg_slots()), 1, 256);
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
+  // A tile is one MPI message of (bags x dim) floats, counted in an int (checked before
+  // allocating).
+  if (std::min(tile, most_bags) * dim > static_cast<std::size_t>(INT_MAX))
+    ctx.invalid(
+        fmt::format("tile = {} bags x dim = {} is {} floats, more than one MPI message "
+                    "holds ({}); use a smaller tile",
+                    tile, dim, std::min(tile, most_bags) * dim, INT_MAX));
   ctx.agree({"dim", "global_batch", "pooling", "shaped.chunks"},
             {static_cast<long long>(dim), static_cast<long long>(batch),
              static_cast<long long>(pooling), ctx.options.shaped.chunks});
