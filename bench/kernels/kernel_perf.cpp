@@ -28,11 +28,29 @@ constexpr std::size_t kBatch = 4096;
 constexpr std::size_t kSmallRows = 100000, kSmallTables = 4;
 constexpr std::size_t kBigBytes = std::size_t{256} << 20;
 
+/// n elements whose first is 64-byte aligned, as PyTorch allocates tensors (a std::vector's data
+/// is 16 bytes past a page boundary for large sizes: 256-byte rows would span 5 cache lines).
+template <class T>
+class Aligned {
+ public:
+  explicit Aligned(std::size_t n) : buf_(n + 64 / sizeof(T)) {
+    const auto address = reinterpret_cast<std::uintptr_t>(buf_.data());
+    offset_ = ((64 - address % 64) % 64) / sizeof(T);
+  }
+  T* data() { return buf_.data() + offset_; }
+  const T* data() const { return buf_.data() + offset_; }
+  T& operator[](std::size_t i) { return data()[i]; }
+
+ private:
+  std::vector<T> buf_;
+  std::size_t offset_ = 0;
+};
+
 /// Tables of one shape, kept between benchmarks of that shape (filling 100s of MB takes time).
 struct Tables {
   std::size_t count = 0, rows = 0, dim = 0;
-  std::vector<std::vector<float>> f32;
-  std::vector<std::vector<std::uint16_t>> bf16;
+  std::vector<Aligned<float>> f32;
+  std::vector<Aligned<std::uint16_t>> bf16;
 };
 
 const Tables& tables(std::size_t count, std::size_t rows, std::size_t dim) {
@@ -73,8 +91,8 @@ std::vector<std::int64_t> make_indices(std::size_t rows, std::size_t pool, bool 
     cdf[r] = sum += std::pow(static_cast<double>(r + 1), -1.05);
   std::uniform_real_distribution<double> u(0.0, sum);
   for (auto& i : idx) {
-    const auto r = static_cast<std::size_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) -
-                                            cdf.begin());
+    const auto r =
+        static_cast<std::size_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
     i = static_cast<std::int64_t>((r * 2654435761u) % rows);
   }
   return idx;
@@ -85,12 +103,13 @@ bool runnable(Isa isa) {
 }
 
 // Args: isa (0 scalar, 1 avx2, 2 avx512), dim, pool, zipf (0/1), big (0: 4 x 100k, 1: 256 MiB),
-// bf16 (0/1).
+// bf16 (0/1), prefetch (rows ahead; 0 = none).
 void BM_Pool(benchmark::State& state) {
   const auto isa = static_cast<Isa>(state.range(0));
   const auto dim = static_cast<std::size_t>(state.range(1));
   const auto pool = static_cast<std::size_t>(state.range(2));
   const bool zipf = state.range(3) != 0, big = state.range(4) != 0, bf16 = state.range(5) != 0;
+  const auto prefetch = static_cast<std::size_t>(state.range(6));
   if (!runnable(isa)) {
     state.SkipWithError("this CPU cannot run this ISA path");
     return;
@@ -115,6 +134,7 @@ void BM_Pool(benchmark::State& state) {
       job.dim = dim;
       job.dst = out.data() + i * dim;
       job.stride = count * dim;
+      job.prefetch = prefetch;
       if (bf16)
         k.bf16(t.bf16[i].data(), job);
       else
@@ -133,7 +153,9 @@ void BM_Gather(benchmark::State& state) {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0)) << 20;
   const bool prefetch = state.range(1) != 0;
   constexpr std::size_t kRow = 256, kReads = 1 << 20;
-  std::vector<std::uint64_t> data(bytes / 8, 1);
+  Aligned<std::uint64_t> data(bytes / 8);
+  for (std::size_t i = 0; i < bytes / 8; ++i)
+    data[i] = 1;
   std::mt19937_64 rng(99);
   std::uniform_int_distribution<std::size_t> u(0, bytes / kRow - 1);
   std::vector<std::size_t> rows(kReads);
@@ -153,13 +175,13 @@ void BM_Gather(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(sum);
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(kReads * kRow * state.iterations()) / 1e9,
-                         benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(kReads * kRow * state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 void pool_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"isa", "dim", "pool", "zipf", "big", "bf16"});
+  b->ArgNames({"isa", "dim", "pool", "zipf", "big", "bf16", "prefetch"});
+  const int pf = static_cast<int>(kn::kPrefetchRowsAhead);
   // Grouped by table shape (outermost), so each shape's tables are filled once.
   for (int big : {0, 1})
     for (int dim : {64, 128})
@@ -167,16 +189,22 @@ void pool_args(benchmark::internal::Benchmark* b) {
         for (int pool : {1, 8, 32, 100})
           for (int bf16 : {0, 1})
             for (int isa : {0, 1, 2})
-              if (!bf16 || (!big && !zipf)) b->Args({isa, dim, pool, zipf, big, bf16});
+              if (!bf16 || (!big && !zipf)) b->Args({isa, dim, pool, zipf, big, bf16, pf});
+  // The prefetch distance, AVX-512, float32, uniform indices.
+  for (int big : {0, 1})
+    for (int dim : {64, 128})
+      for (int pool : {8, 32})
+        for (int ahead : {0, 4, 8, 16, 32})
+          b->Args({2, dim, pool, 0, big, 0, ahead});
 }
 
 }  // namespace
 
-BENCHMARK(BM_Pool)->Apply(pool_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+// CPU time (the default): the machine is shared, and a memory stall is CPU time of this thread.
+BENCHMARK(BM_Pool)->Apply(pool_args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Gather)
     ->ArgNames({"MiB", "prefetch"})
     ->ArgsProduct({{100, 256}, {0, 1}})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -3,7 +3,8 @@
 
 GB/s = bytes of rows gathered (indices x dim x element size) per second, 1e9 bytes, as in
 kernel_perf. Each shape: every table's 4096 bags pooled (mode="sum"); median of `--reps` timed
-runs of at least `--min-time` seconds each. Run with Debian's python3 (python3-torch):
+runs of at least `--min-time` seconds each, in CPU time of the process (as kernel_perf: the
+machine is shared; torch runs one thread). Run with Debian's python3 (python3-torch):
     taskset -c 1 /usr/bin/python3 bench/kernels/torch_kernels.py
 """
 import argparse
@@ -48,11 +49,11 @@ def time_shape(dim, pool, zipf, big, dtype, reps, min_time):
     once()
     runs = []
     for _ in range(reps):
-        n, start = 0, time.perf_counter()
+        n, start = 0, time.process_time()
         while True:
             once()
             n += 1
-            elapsed = time.perf_counter() - start
+            elapsed = time.process_time() - start
             if elapsed >= min_time:
                 break
         runs.append(elapsed / n)
@@ -67,11 +68,14 @@ def main():
     ap.add_argument("--min-time", type=float, default=0.5)
     ap.add_argument("--dims", type=int, nargs="*", default=[64, 128])
     ap.add_argument("--pools", type=int, nargs="*", default=[1, 8, 32, 100])
+    ap.add_argument("--tables", choices=["small", "big", "both"], default="both",
+                    help="4 x 100k rows, one 256 MiB table, or both")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     print(f"{'dim':>4} {'pool':>4} {'indices':>8} {'tables':>12} {'dtype':>5} {'ms':>8} {'GB/s':>6}")
-    for big in (0, 1):
+    bigs = {"small": (0,), "big": (1,), "both": (0, 1)}[args.tables]
+    for big in bigs:
         for dim in args.dims:
             for zipf in (0, 1):
                 for pool in args.pools:

@@ -3,7 +3,6 @@
 #include "ops/kernels/embedding_pool.hpp"
 
 #include <bit>
-#include <cstring>
 
 namespace tilecomm::kernels {
 namespace {

@@ -17,6 +17,10 @@
 
 namespace tilecomm::kernels {
 
+/// Rows ahead of the current index whose cache lines the vector paths prefetch (measured with
+/// bench/kernels/kernel_perf; docs/ops.md).
+inline constexpr std::size_t kPrefetchRowsAhead = 16;
+
 /// The bags one call pools. Bag g (bag0 <= g < bag1) holds indices[offsets[g] .. offsets[g+1]);
 /// its pooled vector (dim floats) goes to dst + (g - bag0) * stride. Indices must be in range of
 /// the table (checked by the caller: the kernels do not check); offsets never decrease.
@@ -32,6 +36,9 @@ struct PoolJob {
   bool mean = false;
   float* dst = nullptr;
   std::size_t stride = 0;  ///< floats between consecutive bags' outputs
+  /// Vector paths: prefetch the row this many indices ahead (within [offsets[bag0],
+  /// offsets[bag1])); 0 = none. Only speed depends on it, never the result.
+  std::size_t prefetch = kPrefetchRowsAhead;
 };
 
 /// Pools bags from a float32 table.
@@ -65,9 +72,5 @@ void pool_bf16_avx512(const std::uint16_t* table, const PoolJob& job);
 /// AVX2 path uses it for the dim % 8 tail columns. T is float or std::uint16_t (bfloat16 bits).
 template <class T>
 void pool_columns_scalar(const T* table, const PoolJob& job, std::size_t col0, std::size_t col1);
-
-/// Rows ahead of the current index whose cache lines the vector paths prefetch (measured with
-/// bench/kernels/kernel_perf; docs/ops.md).
-inline constexpr std::size_t kPrefetchRowsAhead = 16;
 
 }  // namespace tilecomm::kernels

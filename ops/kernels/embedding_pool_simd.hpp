@@ -32,12 +32,14 @@ inline void prefetch_bytes(const void* p, std::size_t bytes) {
 }
 
 /// Pools columns [col0, col0 + NV * kLanes) (the last vector masked by `tail`) of every bag, with
-/// NV accumulators in registers; rows kPrefetchRowsAhead indices ahead are prefetched (within the
+/// NV accumulators in registers; rows job.prefetch indices ahead are prefetched (within the
 /// indices of this call's bags).
 template <class V, int NV, bool Weighted, class T>
-void pool_block(const T* table, const PoolJob& job, std::size_t col0,
-                typename V::Mask tail, std::size_t width) {
-  const std::int64_t last = job.offsets[job.bag1];
+void pool_block(const T* table, const PoolJob& job, std::size_t col0, typename V::Mask tail,
+                std::size_t width) {
+  // No prefetch: last = 0, so `ahead < last` never holds.
+  const std::int64_t last = job.prefetch > 0 ? job.offsets[job.bag1] : 0;
+  const auto distance = static_cast<std::int64_t>(job.prefetch);
   const std::size_t dim = job.dim;
   float* dst = job.dst + col0;
   for (std::size_t g = job.bag0; g < job.bag1; ++g, dst += job.stride) {
@@ -47,7 +49,7 @@ void pool_block(const T* table, const PoolJob& job, std::size_t col0,
       acc[v] = V::zero();
     const std::int64_t begin = job.offsets[g], end = job.offsets[g + 1];
     for (std::int64_t j = begin; j < end; ++j) {
-      const std::int64_t ahead = j + static_cast<std::int64_t>(kPrefetchRowsAhead);
+      const std::int64_t ahead = j + distance;
       if (ahead < last)
         prefetch_bytes(table + static_cast<std::size_t>(job.indices[ahead]) * dim + col0,
                        width * sizeof(T));
@@ -80,8 +82,7 @@ void pool_block(const T* table, const PoolJob& job, std::size_t col0,
 }
 
 template <class V, class T>
-using BlockFn = void (*)(const T*, const PoolJob&, std::size_t, typename V::Mask,
-                         std::size_t);
+using BlockFn = void (*)(const T*, const PoolJob&, std::size_t, typename V::Mask, std::size_t);
 
 /// pool_block<V, 1..kMaxVecs, Weighted, T>, indexed by NV - 1.
 template <class V, bool Weighted, class T, std::size_t... I>
@@ -100,9 +101,8 @@ void pool_simd(const T* table, const PoolJob& job) {
   constexpr std::size_t kBlock = V::kMaxVecs * V::kLanes;
   const std::size_t vec_dim = V::kMaskedTail ? job.dim : job.dim / V::kLanes * V::kLanes;
   const BlockFn<V, T>* fns =
-      job.weights != nullptr
-          ? block_table<V, true, T>(std::make_index_sequence<V::kMaxVecs>{})
-          : block_table<V, false, T>(std::make_index_sequence<V::kMaxVecs>{});
+      job.weights != nullptr ? block_table<V, true, T>(std::make_index_sequence<V::kMaxVecs>{})
+                             : block_table<V, false, T>(std::make_index_sequence<V::kMaxVecs>{});
   for (std::size_t col0 = 0; col0 < vec_dim; col0 += kBlock) {
     const std::size_t width = vec_dim - col0 < kBlock ? vec_dim - col0 : kBlock;
     const std::size_t vecs = (width + V::kLanes - 1) / V::kLanes;

@@ -63,7 +63,8 @@ std::string name(const Case& c, Isa isa) {
 /// Pools bags [1, batch) (not starting at 0, so bag0 is honoured) with `k` into a strided output
 /// whose padding holds a sentinel that must survive.
 std::vector<float> run(const EmbeddingPoolKernels& k, const Case& c, const std::vector<float>& t32,
-                       const std::vector<std::uint16_t>& t16, const Bags& b, std::size_t batch) {
+                       const std::vector<std::uint16_t>& t16, const Bags& b, std::size_t batch,
+                       std::size_t prefetch = tilecomm::kernels::kPrefetchRowsAhead) {
   const std::size_t stride = c.dim + 3;
   std::vector<float> out((batch - 1) * stride, -7.5f);
   PoolJob job;
@@ -76,6 +77,7 @@ std::vector<float> run(const EmbeddingPoolKernels& k, const Case& c, const std::
   job.mean = c.mean;
   job.dst = out.data();
   job.stride = stride;
+  job.prefetch = prefetch;
   if (c.bf16)
     k.bf16(t16.data(), job);
   else
@@ -103,8 +105,10 @@ TEST(EmbeddingPool, EveryPathMatchesTheScalarReferenceBitwise) {
       const Case c{dim, (mode & 1) != 0, (mode & 2) != 0, (mode & 4) != 0};
       const auto ref = run(embedding_pool_for(Isa::Scalar), c, t32, t16, bags, batch);
       for (Isa isa : runnable())
-        EXPECT_TRUE(same_bits(ref, run(embedding_pool_for(isa), c, t32, t16, bags, batch)))
-            << name(c, isa);
+        for (std::size_t prefetch : {std::size_t{16}, std::size_t{0}, std::size_t{3}})
+          EXPECT_TRUE(
+              same_bits(ref, run(embedding_pool_for(isa), c, t32, t16, bags, batch, prefetch)))
+              << name(c, isa) << " prefetch " << prefetch;
     }
   }
 }
