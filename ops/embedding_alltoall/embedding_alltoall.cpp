@@ -7,6 +7,7 @@
 
 #include "ops/common/op_util.hpp"
 #include "ops/embedding_alltoall/embedding_alltoall_impl.hpp"
+#include "ops/kernels/embedding_pool.hpp"
 #include "tilecomm/bench_hooks.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
@@ -150,21 +151,18 @@ void EmbeddingAllToAllImpl::validate(std::span<const float* const> tables,
 
 void EmbeddingAllToAllImpl::pool(const float* table, const EmbeddingBags& bags, std::size_t bag0,
                                  std::size_t bag1, float* dst, std::size_t stride) const {
-  for (std::size_t g = bag0; g < bag1; ++g, dst += stride) {
-    std::fill(dst, dst + dim, 0.0f);
-    const auto begin = bags.offsets[g], end = bags.offsets[g + 1];
-    for (auto j = begin; j < end; ++j) {
-      const float* row = table + static_cast<std::size_t>(bags.indices[j]) * dim;
-      const float w = bags.weights.empty() ? 1.0f : bags.weights[j];
-      for (std::size_t d = 0; d < dim; ++d)
-        dst[d] += w * row[d];
-    }
-    if (pooling == Pooling::Mean && end > begin) {
-      const float n = static_cast<float>(end - begin);
-      for (std::size_t d = 0; d < dim; ++d)
-        dst[d] /= n;
-    }
-  }
+  // The kernel of active_isa(): every path gives bitwise-identical results (ops/kernels/).
+  kernels::PoolJob job;
+  job.indices = bags.indices.data();
+  job.offsets = bags.offsets.data();
+  job.weights = bags.weights.empty() ? nullptr : bags.weights.data();
+  job.bag0 = bag0;
+  job.bag1 = bag1;
+  job.dim = dim;
+  job.mean = pooling == Pooling::Mean;
+  job.dst = dst;
+  job.stride = stride;
+  kernels::embedding_pool().f32(table, job);
 }
 
 void EmbeddingAllToAllImpl::pool_to_send(std::span<const float* const> tables,
