@@ -3,9 +3,10 @@
 //   gemv_f32/M/K/isa     tilecomm::kernels fp32 path `isa` (0 scalar, 1 avx2, 2 avx512)
 //   gemv_bf16/M/K/isa    the same with bfloat16 W (half the bytes)
 //   stream_read/MiB      the roofline: sum a large float array (bytes read per second)
-// Counter GBps = bytes of W (or of the array) per second, 1e9 bytes. Medians of 3 runs:
-//   OPENBLAS_NUM_THREADS=1 taskset -c 1 build/bench/kernels/gemv_perf --benchmark_repetitions=3 \
-//     --benchmark_report_aggregates_only=true
+// Counter GBps = bytes of W (or of the array) per CPU second, 1e9 bytes (CPU time: the machine may
+// be shared). Medians of 3 runs (docs/ops.md, "GEMV kernel"):
+//   OPENBLAS_NUM_THREADS=1 build/bench/kernels/gemv_perf --benchmark_repetitions=3 \
+//     --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <emmintrin.h>
@@ -51,13 +52,14 @@ Inputs& inputs(std::size_t m, std::size_t k) {
 }
 
 void set_rate(benchmark::State& state, double bytes_per_iteration) {
-  state.counters["GBps"] = benchmark::Counter(
-      bytes_per_iteration * static_cast<double>(state.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GBps"] =
+      benchmark::Counter(bytes_per_iteration * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 void BM_sgemv(benchmark::State& state) {
-  const auto m = static_cast<std::size_t>(state.range(0)), k = static_cast<std::size_t>(state.range(1));
+  const auto m = static_cast<std::size_t>(state.range(0)),
+             k = static_cast<std::size_t>(state.range(1));
   Inputs& in = inputs(m, k);
   for (auto _ : state) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(m), static_cast<int>(k), 1.0f,
@@ -69,7 +71,8 @@ void BM_sgemv(benchmark::State& state) {
 
 template <bool kBf16>
 void BM_gemv(benchmark::State& state) {
-  const auto m = static_cast<std::size_t>(state.range(0)), k = static_cast<std::size_t>(state.range(1));
+  const auto m = static_cast<std::size_t>(state.range(0)),
+             k = static_cast<std::size_t>(state.range(1));
   const auto isa = static_cast<Isa>(state.range(2));
   if (isa > tilecomm::detected_isa()) {
     state.SkipWithError("this CPU cannot run the path");

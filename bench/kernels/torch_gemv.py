@@ -14,13 +14,14 @@ SHAPES = [(4096, 4096), (8192, 2048), (262144, 76), (1024, 1024)]
 
 
 def time_call(fn, min_seconds=0.3):
-    """Mean seconds per call over >= min_seconds, after a warm-up call."""
+    """Mean CPU seconds per call over >= min_seconds, after a warm-up call (CPU time, like
+    gemv_perf: the machine is shared, and wall time counts other processes' turns)."""
     fn()
-    calls, start = 0, time.perf_counter()
+    calls, start = 0, time.process_time()
     while True:
         fn()
         calls += 1
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         if elapsed >= min_seconds:
             return elapsed / calls
 

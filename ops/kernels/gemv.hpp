@@ -27,8 +27,8 @@ namespace tilecomm::kernels {
 using GemvF32Fn = void (*)(const float* w, std::size_t rows, std::size_t k, const float* x,
                            float* out);
 /// out[0..rows) = W x, W bfloat16 bits [rows x k] row-major (fp32 accumulation).
-using GemvBf16Fn = void (*)(const std::uint16_t* w, std::size_t rows, std::size_t k,
-                            const float* x, float* out);
+using GemvBf16Fn = void (*)(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
+                            float* out);
 
 /// One ISA path's kernels.
 struct GemvKernels {
@@ -45,8 +45,7 @@ const GemvKernels& gemv_kernels();
 
 /// Dispatched entry points: gemv_kernels().f32 / .bf16.
 void gemv_f32(const float* w, std::size_t rows, std::size_t k, const float* x, float* out);
-void gemv_bf16(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
-               float* out);
+void gemv_bf16(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x, float* out);
 
 namespace detail {
 // The per-ISA implementations (gemv.cpp, gemv_avx2.cpp, gemv_avx512.cpp).

@@ -29,7 +29,7 @@ struct Tail {
   float x[N] = {};
   const T* row[R];
   Tail(const T* const* rows, std::size_t j, std::size_t k, const float* xs) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
       std::memcpy(w[r], rows[r] + j, (k - j) * sizeof(T));
       row[r] = w[r];
@@ -43,14 +43,14 @@ template <std::size_t R>
 inline void row_block(const float* w, std::size_t k, const float* x, float* out) {
   __m256 lo[R], hi[R];
   const float* row[R];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r) {
     lo[r] = hi[r] = _mm256_setzero_ps();
     row[r] = w + r * k;
   }
   auto step = [&](const float* const* rows, std::size_t j, const float* xs) {
     const __m256 x0 = _mm256_loadu_ps(xs + j), x1 = _mm256_loadu_ps(xs + j + 8);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
       lo[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[r] + j), x0, lo[r]);
       hi[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[r] + j + 8), x1, hi[r]);
@@ -63,7 +63,7 @@ inline void row_block(const float* w, std::size_t k, const float* x, float* out)
     const Tail<R, 16, float> t(row, j, k, x);
     step(t.row, 0, t.x);
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
     out[r] = tree_sum(lo[r], hi[r]);
 }
@@ -81,7 +81,7 @@ inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, flo
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   __m256 e0[R], e1[R], o0[R], o1[R];
   const std::uint16_t* row[R];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r) {
     e0[r] = e1[r] = o0[r] = o1[r] = _mm256_setzero_ps();
     row[r] = w + r * k;
@@ -93,7 +93,7 @@ inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, flo
     o = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), split<0xdd>(x0, x1), o);
   };
   auto step = [&](const std::uint16_t* const* rows, std::size_t j, const float* xs) {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
       half(rows[r] + j, xs + j, e0[r], o0[r]);
       half(rows[r] + j + 16, xs + j + 16, e1[r], o1[r]);
@@ -106,7 +106,7 @@ inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, flo
     const Tail<R, 32, std::uint16_t> t(row, j, k, x);
     step(t.row, 0, t.x);
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
     out[r] = tree_sum(_mm256_add_ps(e0[r], o0[r]), _mm256_add_ps(e1[r], o1[r]));
 }

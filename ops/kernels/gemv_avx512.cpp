@@ -14,8 +14,6 @@ namespace tilecomm::kernels::detail {
 namespace {
 
 constexpr std::size_t kRows = 4;  // the row loops below are unrolled: accumulators in registers
-/// Software prefetch distance ahead of the loads, per row (bytes).
-constexpr std::size_t kPrefetchBytes = 512;
 
 /// The fixed tree of gemv.hpp: (i, i+8), (i, i+4), (i, i+2), (0, 1).
 inline float tree_sum(__m512 a) {
@@ -31,26 +29,25 @@ inline float tree_sum(__m512 a) {
 template <std::size_t R>
 inline void row_block(const float* w, std::size_t k, const float* x, float* out) {
   __m512 acc[R];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
     acc[r] = _mm512_setzero_ps();
   std::size_t j = 0;
   for (; j + 16 <= k; j += 16) {
     const __m512 xv = _mm512_loadu_ps(x + j);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * k + j) + kPrefetchBytes, _MM_HINT_T0);
       acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(w + r * k + j), xv, acc[r]);
     }
   }
   if (j < k) {
     const auto m = static_cast<__mmask16>((1u << (k - j)) - 1u);
     const __m512 xv = _mm512_maskz_loadu_ps(m, x + j);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r)
       acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + r * k + j), xv, acc[r]);
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
     out[r] = tree_sum(acc[r]);
 }
@@ -59,12 +56,12 @@ inline void row_block(const float* w, std::size_t k, const float* x, float* out)
 /// (masking the low half) into `odd`: two cheap in-lane ops per 32 weights; x is split to match.
 template <std::size_t R>
 inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, float* out) {
-  const __m512i idx_even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                             28, 30);
+  const __m512i idx_even =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i idx_odd = _mm512_add_epi32(idx_even, _mm512_set1_epi32(1));
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 even[R], odd[R];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
     even[r] = odd[r] = _mm512_setzero_ps();
   auto step = [&](std::size_t j, __mmask32 m) {
@@ -72,9 +69,8 @@ inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, flo
     const __m512 x1 = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), x + j + 16);
     const __m512 xe = _mm512_permutex2var_ps(x0, idx_even, x1);
     const __m512 xo = _mm512_permutex2var_ps(x0, idx_odd, x1);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * k + j) + kPrefetchBytes, _MM_HINT_T0);
       const __m512i v = _mm512_maskz_loadu_epi16(m, w + r * k + j);
       even[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, even[r]);
       odd[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, high)), xo, odd[r]);
@@ -84,7 +80,7 @@ inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, flo
   for (; j + 32 <= k; j += 32)
     step(j, ~__mmask32{0});
   if (j < k) step(j, static_cast<__mmask32>((1ull << (k - j)) - 1u));
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
     out[r] = tree_sum(_mm512_add_ps(even[r], odd[r]));
 }
