@@ -9,6 +9,7 @@
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/ops.hpp"
+#include "tilecomm/types.hpp"
 
 namespace tilecomm {
 
@@ -23,7 +24,9 @@ struct GemvAllReduceImpl;
 ///
 /// Results: sequential and shaped reduce through tilecomm's AllReduce; fused reduces each row block
 /// at its owner in rank order (two-shot). With exact inputs (small integers) all modes agree
-/// bitwise; with general floats they agree to within float rounding of a p-term sum.
+/// bitwise; with general floats they agree to within float rounding of a p-term sum. Every mode
+/// computes a row block with the same kernel (float32: OpenBLAS sgemv; bfloat16: tilecomm's, whose
+/// result does not depend on the ISA path it takes, ops/kernels/gemv.hpp).
 class GemvAllReduce {
  public:
   GemvAllReduce(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,
@@ -33,6 +36,15 @@ class GemvAllReduce {
   /// y = sum_r W_r x_r. `w` is [M x K_local] row-major, `x` [K_local], `y` [M]. y must not overlap
   /// w or x. Null pointers are allowed only for empty extents.
   void run(const float* w, const float* x, float* y, Mode mode);
+  /// The same with bfloat16 weights: half the bytes to stream; products and sums in float32 (the
+  /// widening is exact), so the result equals run() on the widened weights to float rounding
+  /// (bitwise when the sums are exact, e.g. small integers). Calls with float32 and bfloat16
+  /// weights may alternate on one context.
+  void run(const bfloat16* w, const float* x, float* y, Mode mode);
+  /// w = nullptr (an empty W: m x k_local = 0) picks neither overload over the other.
+  void run(std::nullptr_t w, const float* x, float* y, Mode mode) {
+    run(static_cast<const float*>(w), x, y, mode);
+  }
 
   std::size_t m() const;
   std::size_t k_local() const;

@@ -7,6 +7,7 @@
 
 #include "ops/common/op_util.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_impl.hpp"
+#include "ops/kernels/gemv.hpp"
 #include "tilecomm/bench_hooks.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
@@ -51,39 +52,45 @@ int GemvAllReduceImpl::owner(std::size_t b) const {
   return o;
 }
 
-void GemvAllReduceImpl::gemv_tile(const float* w, const float* x, float* out, std::size_t b) const {
-  const std::size_t n = rows(b);
-  if (k == 0) {
+// fp32 rows go to OpenBLAS sgemv: tilecomm's fp32 kernel streams W no faster on this machine
+// (docs/ops.md, "GEMV kernel"), so it has not earned its place; bf16 rows go to tilecomm's kernel.
+void GemvAllReduceImpl::gemv_tile(GemvWeights w, const float* x, float* out, std::size_t b) const {
+  const std::size_t n = rows(b), first = row0(b) * k;
+  if (w.bf16) {
+    kernels::gemv_bf16(w.bf16 + first, n, k, x, out);
+  } else if (k == 0) {
     std::fill(out, out + n, 0.0f);
-    return;
+  } else {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0f,
+                w.f32 + first, static_cast<int>(k), x, 1, 0.0f, out, 1);
   }
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0f,
-              w + row0(b) * k, static_cast<int>(k), x, 1, 0.0f, out, 1);
 }
 
-void GemvAllReduceImpl::validate(const float* w, const float* x, const float* y) const {
-  if (m * k > 0 && w == nullptr)
+void GemvAllReduceImpl::validate(GemvWeights w, const float* x, const float* y) const {
+  if (m * k > 0 && w.data() == nullptr)
     ctx.invalid(fmt::format("run: w is null with m x k_local = {} x {}", m, k));
   if (k > 0 && x == nullptr) ctx.invalid(fmt::format("run: x is null with k_local = {}", k));
   if (m > 0 && y == nullptr) ctx.invalid(fmt::format("run: y is null with m = {}", m));
-  auto overlaps = [](const float* a, std::size_t na, const float* b, std::size_t nb) {
-    return na > 0 && nb > 0 && a < b + nb && b < a + na;
+  auto overlaps = [](const void* a, std::size_t na, const void* b, std::size_t nb) {
+    const auto *pa = static_cast<const char*>(a), *pb = static_cast<const char*>(b);
+    return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
   };
-  if (overlaps(y, m, w, m * k)) ctx.invalid("run: y overlaps w");
-  if (overlaps(y, m, x, k)) ctx.invalid("run: y overlaps x");
+  if (overlaps(y, m * sizeof(float), w.data(), m * k * w.element_bytes()))
+    ctx.invalid("run: y overlaps w");
+  if (overlaps(y, m * sizeof(float), x, k * sizeof(float))) ctx.invalid("run: y overlaps x");
 }
 
-void GemvAllReduceImpl::compute(const float* w, const float* x, float* out) {
+void GemvAllReduceImpl::compute(GemvWeights w, const float* x, float* out) {
   ctx.run_compute(blocks, [&](std::size_t b) { gemv_tile(w, x, out + row0(b), b); });
 }
 
-void GemvAllReduceImpl::run_sequential(const float* w, const float* x, float* y) {
+void GemvAllReduceImpl::run_sequential(GemvWeights w, const float* x, float* y) {
   compute(w, x, partial.data());
   allreduce(ctx.communicator, partial.data(), y, m, DataType::Float32, ReduceOp::Sum,
             {ctx.options.algorithm});
 }
 
-void GemvAllReduceImpl::run_shaped(const float* w, const float* x, float* y) {
+void GemvAllReduceImpl::run_shaped(GemvWeights w, const float* x, float* y) {
   // Chunk c = blocks [split_begin(blocks, chunks, c), ...); never more chunks than blocks.
   const std::size_t chunks =
       std::min<std::size_t>(ctx.options.shaped.chunks, std::max<std::size_t>(blocks, 1));
@@ -100,6 +107,16 @@ void GemvAllReduceImpl::run_shaped(const float* w, const float* x, float* y) {
                   }});
 }
 
+void GemvAllReduceImpl::run(GemvWeights w, const float* x, float* y, Mode mode) {
+  ctx.dispatch(
+      mode, {m, tile, 0},
+      [&] {
+        validate(w, x, y);
+        return m > 0;  // every rank has the same m: nothing to do anywhere
+      },
+      [&] { run_sequential(w, x, y); }, [&] { run_shaped(w, x, y); }, [&] { run_fused(w, x, y); });
+}
+
 }  // namespace detail
 
 GemvAllReduce::GemvAllReduce(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,
@@ -109,21 +126,18 @@ GemvAllReduce::GemvAllReduce(Communicator& comm, Device& device, std::size_t m, 
 GemvAllReduce::~GemvAllReduce() = default;
 
 void GemvAllReduce::run(const float* w, const float* x, float* y, Mode mode) {
-  detail::GemvAllReduceImpl& op = *impl_;
-  op.ctx.dispatch(
-      mode, {op.m, op.tile, 0},
-      [&] {
-        op.validate(w, x, y);
-        return op.m > 0;  // every rank has the same m: nothing to do anywhere
-      },
-      [&] { op.run_sequential(w, x, y); }, [&] { op.run_shaped(w, x, y); },
-      [&] { op.run_fused(w, x, y); });
+  impl_->run({w, nullptr}, x, y, mode);
+}
+
+void GemvAllReduce::run(const bfloat16* w, const float* x, float* y, Mode mode) {
+  static_assert(sizeof(bfloat16) == sizeof(std::uint16_t));
+  impl_->run({nullptr, reinterpret_cast<const std::uint16_t*>(w)}, x, y, mode);
 }
 
 void bench::compute_only(GemvAllReduce& op, const float* w, const float* x, float* partial) {
   detail::GemvAllReduceImpl& impl = detail::BenchAccess::impl(op);
-  impl.validate(w, x, partial);
-  if (impl.m > 0) impl.compute(w, x, partial);
+  impl.validate({w, nullptr}, x, partial);
+  if (impl.m > 0) impl.compute({w, nullptr}, x, partial);
 }
 
 void bench::collective_only(GemvAllReduce& op, const float* partial, float* y) {

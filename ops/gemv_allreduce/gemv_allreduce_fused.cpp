@@ -26,7 +26,8 @@ enum class Kind : std::size_t { Compute, Reduce, Gather };
 
 struct GemvAllReduceImpl::FusedCall {
   FusedPlan& plan;
-  const float *w, *x;
+  GemvWeights w;
+  const float* x;
   float* y;
   std::size_t staged = 0;  // off-node partials: staging laid out like y
   std::size_t task(Kind kind, std::size_t b, std::size_t blocks) const {
@@ -141,7 +142,7 @@ void GemvAllReduceImpl::fused_gather(const WorkgroupContext& wg, const FusedCall
               rows(b) * sizeof(float));
 }
 
-void GemvAllReduceImpl::run_fused(const float* w, const float* x, float* y) {
+void GemvAllReduceImpl::run_fused(GemvWeights w, const float* x, float* y) {
   FusedPlan plan(ctx);
   FusedCall call{plan, w, x, y};
   plan_fused(plan, call);

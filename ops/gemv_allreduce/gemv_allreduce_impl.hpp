@@ -3,6 +3,7 @@
 // (ops/common/). Set-up and the unfused modes are in gemv_allreduce.cpp, the fused kernel in
 // gemv_allreduce_fused.cpp.
 
+#include <cstdint>
 #include <vector>
 
 #include "ops/common/fused_plan.hpp"
@@ -10,6 +11,14 @@
 #include "tilecomm/gemv_allreduce.hpp"
 
 namespace tilecomm::detail {
+
+/// W of one call: float32 or bfloat16 (bits), exactly one non-null unless W is empty.
+struct GemvWeights {
+  const float* f32 = nullptr;
+  const std::uint16_t* bf16 = nullptr;
+  const void* data() const { return bf16 ? static_cast<const void*>(bf16) : f32; }
+  std::size_t element_bytes() const { return bf16 ? 2 : 4; }
+};
 
 struct GemvAllReduceImpl {
   GemvAllReduceImpl(Communicator& comm, Device& device, std::size_t m, std::size_t k,
@@ -22,14 +31,16 @@ struct GemvAllReduceImpl {
   // first_block(o+1)).
   std::size_t first_block(int o) const;
   int owner(std::size_t b) const;
-  // out[0 .. rows(b)) = W[rows of b] * x
-  void gemv_tile(const float* w, const float* x, float* out, std::size_t b) const;
-  void validate(const float* w, const float* x, const float* y) const;
+  // out[0 .. rows(b)) = W[rows of b] * x: fp32 by OpenBLAS sgemv, bf16 by the dispatched kernel
+  // (ops/kernels/gemv.hpp). Every mode computes each element the same way.
+  void gemv_tile(GemvWeights w, const float* x, float* out, std::size_t b) const;
+  void validate(GemvWeights w, const float* x, const float* y) const;
+  void run(GemvWeights w, const float* x, float* y, Mode mode);
 
-  void compute(const float* w, const float* x, float* partial);  // the sequential compute kernel
-  void run_sequential(const float* w, const float* x, float* y);
-  void run_shaped(const float* w, const float* x, float* y);
-  void run_fused(const float* w, const float* x, float* y);  // gemv_allreduce_fused.cpp
+  void compute(GemvWeights w, const float* x, float* partial);  // the sequential compute kernel
+  void run_sequential(GemvWeights w, const float* x, float* y);
+  void run_shaped(GemvWeights w, const float* x, float* y);
+  void run_fused(GemvWeights w, const float* x, float* y);  // gemv_allreduce_fused.cpp
 
   OpContext ctx;
   const Topology& topo;

@@ -1,5 +1,6 @@
 // GemvAllReduce: every mode equals an independent reference (plain loops + MPI_Allreduce), bitwise,
-// for uneven shapes, empty inputs, repeated calls with changing data, and stragglers.
+// for uneven shapes, empty inputs, repeated calls with changing data, and stragglers; with float32
+// and bfloat16 weights (small integers: exact in both).
 #include "ops_test_util.hpp"
 
 namespace tilecomm::test {
@@ -20,7 +21,10 @@ std::vector<float> reference(const std::vector<float>& w, const std::vector<floa
   return y;
 }
 
-void check_case(Communicator& comm, Device& dev, GemvCase c, int calls) {
+enum class Weights { F32, Bf16, Alternate };  // Alternate: bf16 on odd calls
+
+void check_case(Communicator& comm, Device& dev, GemvCase c, int calls,
+                Weights weights = Weights::F32) {
   const int r = comm.rank();
   const std::size_t k = c.k + static_cast<std::size_t>(r % 3);  // K_r differs per rank
   OpOptions opt;
@@ -33,17 +37,24 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls) {
       w[i] = small_int(i * 31 + r * 7 + call);
     for (std::size_t i = 0; i < k; ++i)
       x[i] = small_int(i + 1000 * call + r);
+    std::vector<bfloat16> w16(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w16[i] = bfloat16(w[i]);  // exact: small integers
+    const bool bf16 = weights == Weights::Bf16 || (weights == Weights::Alternate && call % 2 == 1);
     const std::vector<float> ref = reference(w, x, c.m, k);
     for (Mode mode : kModes) {
       std::vector<float> y(c.m, -12345.0f);
       straggler.before_call();
-      op.run(w.data(), x.data(), y.data(), mode);
+      if (bf16)
+        op.run(w16.data(), x.data(), y.data(), mode);
+      else
+        op.run(w.data(), x.data(), y.data(), mode);
       straggler.after_call();
       int wrong = 0;
       for (std::size_t i = 0; i < c.m; ++i)
         wrong += y[i] != ref[i];
       EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " m " << c.m << " k " << k << " call "
-                          << call;
+                          << call << (bf16 ? " bf16" : " fp32");
     }
   }
 }
@@ -54,6 +65,21 @@ TEST(GemvAllReduce, MatchesReferenceInEveryMode) {
   for (GemvCase c : {GemvCase{1, 5, 0}, GemvCase{7, 3, 0}, GemvCase{1000, 33, 0},
                      GemvCase{4099, 17, 0}, GemvCase{1001, 9, 16}, GemvCase{3, 4, 1}})
     check_case(comm, dev, c, 2);
+}
+
+TEST(GemvAllReduce, Bf16WeightsMatchReferenceInEveryMode) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  for (GemvCase c :
+       {GemvCase{1, 5, 0}, GemvCase{7, 3, 0}, GemvCase{1000, 33, 0}, GemvCase{4099, 17, 0},
+        GemvCase{1001, 9, 16}, GemvCase{3, 4, 1}, GemvCase{300, 76, 0}})
+    check_case(comm, dev, c, 2, Weights::Bf16);
+}
+
+TEST(GemvAllReduce, Fp32AndBf16CallsAlternateOnOneContext) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_case(comm, dev, {517, 40, 0}, 6, Weights::Alternate);
 }
 
 TEST(GemvAllReduce, EmptyShapes) {
@@ -96,6 +122,12 @@ TEST(GemvAllReduce, BadArguments) {
   EXPECT_THROW(op.run(nullptr, x.data(), y.data(), Mode::Fused), Error);
   EXPECT_THROW(op.run(w.data(), x.data(), nullptr, Mode::Fused), Error);
   EXPECT_THROW(op.run(w.data(), x.data(), w.data() + 4, Mode::Fused), Error);  // y overlaps w
+  std::vector<bfloat16> w16(32);
+  EXPECT_THROW(op.run(static_cast<const bfloat16*>(nullptr), x.data(), y.data(), Mode::Fused),
+               Error);
+  // y (32 bytes) overlaps the last 8 bytes of w16 (64 bytes); y = w16 + 32 would not.
+  EXPECT_THROW(op.run(w16.data(), x.data(), reinterpret_cast<float*>(w16.data() + 28), Mode::Fused),
+               Error);
   EXPECT_THROW(parse_mode("overlapped"), Error);
 }
 

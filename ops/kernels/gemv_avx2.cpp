@@ -1,0 +1,133 @@
+// GEMV kernels, AVX2 path (compiled with -mavx2 -mfma; ops/CMakeLists.txt). Lanes 0-7 and 8-15 of
+// gemv.hpp's 16 are two ymm accumulators per row (four for bf16: even and odd); the K tail is
+// copied into zero-padded buffers (AVX2 has no 16-bit masked load), so the order and the result
+// equal the other paths'. The x split for bf16 is redone per row: simple, and the AVX2 path is the
+// fallback, not the tuned one.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ops/kernels/gemv.hpp"
+
+namespace tilecomm::kernels::detail {
+namespace {
+
+constexpr std::size_t kRows = 4;  // the row loops below are unrolled: accumulators in registers
+
+/// The fixed tree of gemv.hpp on lanes lo = 0..7, hi = 8..15.
+inline float tree_sum(__m256 lo, __m256 hi) {
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/// Zero-padded copies of the last k - j (< n) elements of R rows and of x, for the K tail.
+template <std::size_t R, std::size_t N, class T>
+struct Tail {
+  T w[R][N] = {};
+  float x[N] = {};
+  const T* row[R];
+  Tail(const T* const* rows, std::size_t j, std::size_t k, const float* xs) {
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) {
+      std::memcpy(w[r], rows[r] + j, (k - j) * sizeof(T));
+      row[r] = w[r];
+    }
+    std::memcpy(x, xs + j, (k - j) * sizeof(float));
+  }
+};
+
+/// fp32: out[0..R) for R rows starting at w (row stride k); lanes 0-7 in lo, 8-15 in hi.
+template <std::size_t R>
+inline void row_block(const float* w, std::size_t k, const float* x, float* out) {
+  __m256 lo[R], hi[R];
+  const float* row[R];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r) {
+    lo[r] = hi[r] = _mm256_setzero_ps();
+    row[r] = w + r * k;
+  }
+  auto step = [&](const float* const* rows, std::size_t j, const float* xs) {
+    const __m256 x0 = _mm256_loadu_ps(xs + j), x1 = _mm256_loadu_ps(xs + j + 8);
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) {
+      lo[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[r] + j), x0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[r] + j + 8), x1, hi[r]);
+    }
+  };
+  std::size_t j = 0;
+  for (; j + 16 <= k; j += 16)
+    step(row, j, x);
+  if (j < k) {
+    const Tail<R, 16, float> t(row, j, k, x);
+    step(t.row, 0, t.x);
+  }
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+    out[r] = tree_sum(lo[r], hi[r]);
+}
+
+/// Even (0x88) or odd (0xdd) elements of x[0..16) in order.
+template <int kImm>
+inline __m256 split(__m256 x0, __m256 x1) {
+  const __m256 s = _mm256_shuffle_ps(x0, x1, kImm);  // {0,2,8,10 | 4,6,12,14} for even
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), 0xd8));
+}
+
+/// bf16: the even/odd lanes of gemv.hpp; even[l] and odd[l] for l < 8 in e0/o0, l >= 8 in e1/o1.
+template <std::size_t R>
+inline void row_block(const std::uint16_t* w, std::size_t k, const float* x, float* out) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256 e0[R], e1[R], o0[R], o1[R];
+  const std::uint16_t* row[R];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r) {
+    e0[r] = e1[r] = o0[r] = o1[r] = _mm256_setzero_ps();
+    row[r] = w + r * k;
+  }
+  auto half = [&](const std::uint16_t* p, const float* xs, __m256& e, __m256& o) {
+    const __m256 x0 = _mm256_loadu_ps(xs), x1 = _mm256_loadu_ps(xs + 8);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    e = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), split<0x88>(x0, x1), e);
+    o = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, high)), split<0xdd>(x0, x1), o);
+  };
+  auto step = [&](const std::uint16_t* const* rows, std::size_t j, const float* xs) {
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) {
+      half(rows[r] + j, xs + j, e0[r], o0[r]);
+      half(rows[r] + j + 16, xs + j + 16, e1[r], o1[r]);
+    }
+  };
+  std::size_t j = 0;
+  for (; j + 32 <= k; j += 32)
+    step(row, j, x);
+  if (j < k) {
+    const Tail<R, 32, std::uint16_t> t(row, j, k, x);
+    step(t.row, 0, t.x);
+  }
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r)
+    out[r] = tree_sum(_mm256_add_ps(e0[r], o0[r]), _mm256_add_ps(e1[r], o1[r]));
+}
+
+template <class T>
+void gemv(const T* w, std::size_t rows, std::size_t k, const float* x, float* out) {
+  std::size_t i = 0;
+  for (; i + kRows <= rows; i += kRows)
+    row_block<kRows>(w + i * k, k, x, out + i);
+  for (; i < rows; ++i)
+    row_block<1>(w + i * k, k, x, out + i);
+}
+
+}  // namespace
+
+void gemv_f32_avx2(const float* w, std::size_t rows, std::size_t k, const float* x, float* out) {
+  gemv(w, rows, k, x, out);
+}
+void gemv_bf16_avx2(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
+                    float* out) {
+  gemv(w, rows, k, x, out);
+}
+
+}  // namespace tilecomm::kernels::detail
