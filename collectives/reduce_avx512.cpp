@@ -79,14 +79,15 @@ struct BF16 {
   using Reg = __m512;
   static constexpr std::size_t kLanes = 16;
   static Reg load(const T* p) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
   }
   static void store(T* p, Reg v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i hi = _mm512_srli_epi32(u, 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                  _mm512_set1_epi32(0x7f800000));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
     const __m512i up = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
     const __m512i rounded = _mm512_srli_epi32(up, 16);

@@ -3,8 +3,8 @@
 // reduce_avx512.cpp). Each of those files defines, in an unnamed namespace, one lane type per
 // DataType (D below) built on its own intrinsics, so every instantiation of these templates is
 // local to that file and compiled with that file's -m flags: no inline function compiled for
-// AVX-512 can be picked by the linker for code that runs on a narrower CPU. For the same reason this
-// header calls no inline library functions (std::min, ...), only memcpy.
+// AVX-512 can be picked by the linker for code that runs on a narrower CPU. For the same reason
+// this header calls no inline library functions (std::min, ...), only memcpy.
 //
 // A lane type D provides: T (element type), Reg (register of accumulators), kLanes (elements per
 // Reg), Reg load(const T*), void store(T*, Reg) (unaligned) and Reg apply<ReduceOp>(Reg acc, Reg x)

@@ -65,7 +65,8 @@ T random_value(std::mt19937& rng) {
     }
     if constexpr (std::is_same_v<T, bfloat16>) {
       // Also raw patterns: subnormal bfloat16 values and NaNs with low payload bits.
-      if (special && rng() % 4 == 0) return bfloat16(float_of_bits(rng() % 2 ? 0x7f810000u : 0x00050000u));
+      if (special && rng() % 4 == 0)
+        return bfloat16(float_of_bits(rng() % 2 ? 0x7f810000u : 0x00050000u));
       return bfloat16(x);
     } else {
       return x;
@@ -111,9 +112,9 @@ void check_dtype(Isa isa) {
         detail::reduce_n_scalar(want.data(), ptrs.data(), n, count, dt, op);
         kernel(got.data(), ptrs.data(), n, count, dt, op);
         const auto what = [&] {
-          return testing::Message() << tilecomm::to_string(isa) << " " << tilecomm::to_string(dt)
-                                    << " " << tilecomm::to_string(op) << " n=" << n
-                                    << " count=" << count;
+          return testing::Message()
+                 << tilecomm::to_string(isa) << " " << tilecomm::to_string(dt) << " "
+                 << tilecomm::to_string(op) << " n=" << n << " count=" << count;
         };
         ASSERT_EQ(count_different(got, want), 0u) << what();
         std::vector<T> first = src[0];  // dst may alias srcs[0]
