@@ -79,13 +79,33 @@ void by_op(void* dst, const void* const* srcs, int n, std::size_t count, ReduceO
 
 }  // namespace
 
-void reduce_n(void* dst, const void* const* srcs, int n, std::size_t count, DataType dtype,
-              ReduceOp op) {
+void reduce_n_scalar(void* dst, const void* const* srcs, int n, std::size_t count, DataType dtype,
+                     ReduceOp op) {
   visit_dtype(dtype, [&](auto t) {
     using T = decltype(t);
     using Acc = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;  // bfloat16: in float32
     by_op<T, Acc>(dst, srcs, n, count, op);
   });
+}
+
+ReduceKernel reduce_kernel(Isa isa) noexcept {
+#if defined(__x86_64__)
+  switch (isa) {
+    case Isa::Avx512:
+      return reduce_n_avx512;
+    case Isa::Avx2:
+      return reduce_n_avx2;
+    case Isa::Scalar:
+      break;
+  }
+#endif
+  return reduce_n_scalar;
+}
+
+void reduce_n(void* dst, const void* const* srcs, int n, std::size_t count, DataType dtype,
+              ReduceOp op) {
+  static const ReduceKernel kernel = reduce_kernel(active_isa());
+  kernel(dst, srcs, n, count, dtype, op);
 }
 
 }  // namespace tilecomm::detail

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds tilecomm into ${TILECOMM_BUILD_DIR:-build} (Release with debug info).
+# Configures and builds tilecomm into ${TILECOMM_BUILD_DIR:-build} (RelWithDebInfo: -O3 -g, see
+# TILECOMM_O3 in CMakeLists.txt).
 # Extra arguments go to the CMake configure step.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
