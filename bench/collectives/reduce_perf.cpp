@@ -7,7 +7,7 @@
 //
 // I: 0 scalar, 1 avx2, 2 avx512 (a kernel the CPU cannot run is skipped). The bar: P = 2
 // and 4 at >= 80 % of Copy at the same B. Typical run (docs/collectives.md has the figures):
-//   taskset -c 0 build/bench/collectives/reduce_perf --benchmark_repetitions=3 \
+//   taskset -c 0 build/bench/collectives/reduce_perf --benchmark_repetitions=3
 //     --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
