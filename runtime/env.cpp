@@ -108,8 +108,7 @@ Env Env::parse(const Lookup& lookup) {
   if (auto v = get("TILECOMM_CHECK")) e.check = parse_bool("TILECOMM_CHECK", *v);
   if (auto v = get("TILECOMM_ISA")) {
     if (*v != "scalar" && *v != "avx2" && *v != "avx512")
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("TILECOMM_ISA = '{}' is not one of: scalar, avx2, avx512", *v));
+      bad("TILECOMM_ISA", *v, "one of: scalar, avx2, avx512");
     e.isa = *v;
   }
   return e;
