@@ -70,16 +70,34 @@ inline long long sum_over_ranks(long long v) {
   return v;
 }
 
-/// One line per mode: median time and speed-up over sequential. Call on rank 0.
+/// Median, min and max of `v` (zeros when empty).
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+inline Spread spread(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+/// One line per mode: median time [min, max], and the speed-up over sequential as the median
+/// [min, max] of the per-sample ratios (sample i of every mode comes from the same step, so each
+/// ratio compares runs taken side by side). Call on rank 0.
 inline void print_times(const std::string& what, const std::string& mode_flag,
                         const std::vector<double> (&ms)[3]) {
   using tilecomm::Mode;
-  const double seq = median(ms[0]);
+  const std::vector<double>& seq = ms[0];
   for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused}) {
-    if (!reported(mode_flag, m)) continue;
-    const double t = median(ms[static_cast<int>(m)]);
-    fmt::print("  {:<10} {} median {:8.3f} ms  (x{:.2f} vs sequential, {} samples)\n",
-               tilecomm::to_string(m), what, t, t > 0 ? seq / t : 0.0, ms[int(m)].size());
+    if (m != Mode::Sequential && !reported(mode_flag, m)) continue;  // the reference: always
+    const std::vector<double>& t = ms[static_cast<int>(m)];
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < std::min(t.size(), seq.size()); ++i)
+      if (t[i] > 0) ratios.push_back(seq[i] / t[i]);
+    const Spread time = spread(t), speedup = spread(ratios);
+    fmt::print(
+        "  {:<10} {} median {:8.3f} ms [{:.3f}, {:.3f}]  (x{:.2f} [{:.2f}, {:.2f}] vs "
+        "sequential, {} samples)\n",
+        tilecomm::to_string(m), what, time.median, time.min, time.max, speedup.median, speedup.min,
+        speedup.max, t.size());
   }
 }
 

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Runs examples 01-03 in the layouts a user runs them in and prints fused vs sequential.
+
+Layouts: `np2` and `np4` on one node (shared memory), `2x1` and `2x2` = 2 emulated nodes x 1 or 2
+ranks through tools/cluster (network namespaces, TCP over veth at --rate; needs root). Each example
+prints, per mode, its median time [min, max] and the speed-up over sequential as the median [min,
+max] of per-step ratios (modes alternate inside every step, so each ratio compares runs taken side
+by side). This script collects those lines into one markdown table.
+
+With several --build directories (A/B: e.g. main's build and a branch's), the builds alternate run
+by run, so both see the same machine load.
+
+  bench/examples/layouts.py --build build [--build /tmp/base/build] [--layouts np2,np4,2x1,2x2]
+                            [--examples 01,02,03] [--rate 1gbit] [--repeat 1] [--mode fused]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAMS = {
+    "01": ("01_dlrm_embedding", ["--steps", "11"]),
+    "02": ("02_tp_decode", ["--tokens", "16"]),
+    "03": ("03_moe_layer", ["--steps", "11"]),
+}
+LINE = re.compile(
+    r"^\s+(sequential|shaped|fused)\s+(.*?)\s*median\s+([\d.]+) ms \[([\d.]+), ([\d.]+)\]\s+"
+    r"\(x([\d.]+) \[([\d.]+), ([\d.]+)\]"
+)
+SECTION = re.compile(r"^\s*(top-\d+):")
+
+
+def command(build, layout, program, args, rate):
+    exe = os.path.join(os.path.abspath(build), "examples", program)
+    if layout.startswith("np"):
+        return ["mpirun", "-np", layout[2:], "--oversubscribe", "--bind-to", "none",
+                "--mca", "mpi_yield_when_idle", "1", exe] + args
+    nodes, per_node = layout.split("x")
+    return [os.path.join(ROOT, "tools", "cluster", "cluster.sh"), "--nodes", nodes,
+            "--ranks-per-node", per_node, "--rate", rate, "--", exe] + args
+
+
+def parse(output):
+    """{(phase, mode): (median, min, max, speedup, speedup_min, speedup_max)}"""
+    rows, section = {}, ""
+    for line in output.splitlines():
+        m = SECTION.match(line)
+        if m:
+            section = m.group(1) + " "
+            continue
+        m = LINE.match(line)
+        if m:
+            phase = section + m.group(2)
+            rows[(phase, m.group(1))] = tuple(float(g) for g in m.groups()[2:])
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--build", action="append", help="build directory (repeat for A/B)")
+    ap.add_argument("--layouts", default="np2,np4,2x1,2x2")
+    ap.add_argument("--examples", default="01,02,03")
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per build and layout")
+    ap.add_argument("--mode", default="fused", help="--mode passed to the examples")
+    a = ap.parse_args()
+    builds = a.build or [os.path.join(ROOT, "build")]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OPENBLAS_NUM_THREADS="1")
+    print("| example | phase | layout | build | sequential ms [min, max] | fused ms [min, max] "
+          "| fused speed-up [min, max] |")
+    print("|---|---|---|---|---|---|---|")
+    failed = False
+    for ex in a.examples.split(","):
+        program, args = PROGRAMS[ex]
+        for layout in a.layouts.split(","):
+            for rep in range(a.repeat):
+                for build in builds:
+                    cmd = command(build, layout, program, args + ["--mode", a.mode], a.rate)
+                    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                    if p.returncode != 0:
+                        failed = True
+                        print(f"| {ex} | FAILED (rc {p.returncode}) | {layout} | {build} | | | |")
+                        sys.stderr.write(p.stdout + p.stderr)
+                        continue
+                    rows = parse(p.stdout)
+                    for (phase, mode), v in rows.items():
+                        if mode == "sequential":
+                            continue
+                        seq = rows.get((phase, "sequential"))
+                        if not seq:
+                            continue
+                        print(f"| {ex} | {phase} | {layout} | {build} | {seq[0]:.3f} "
+                              f"[{seq[1]:.3f}, {seq[2]:.3f}] | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] "
+                              f"| x{v[3]:.2f} [{v[4]:.2f}, {v[5]:.2f}] |", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
