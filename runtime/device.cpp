@@ -1,8 +1,10 @@
 // Public surface of the device model: Device, Stream, Event. Scheduling lives in scheduler.cpp.
 #include <sched.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "runtime/device_impl.hpp"
@@ -22,7 +24,19 @@ std::vector<int> affinity_cpus() {
   return cpus;
 }
 
+int online_cpus() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 }  // namespace
+
+int default_cus(int mask_cores, int online, int node_ranks) {
+  if (mask_cores <= 0) return 0;
+  if (node_ranks <= 1 || static_cast<long long>(node_ranks) * mask_cores <= online)
+    return mask_cores;  // no overlap possible: the launcher gave each rank its own cores
+  return std::max(1, std::min(mask_cores, online / node_ranks));
+}
 
 DeviceImpl::DeviceImpl(Device* owner_, RuntimeConfig config)
     : owner(owner_), cfg(std::move(config)), tracer(cfg.trace) {
@@ -36,8 +50,13 @@ DeviceImpl::DeviceImpl(Device* owner_, RuntimeConfig config)
         fmt::format("RuntimeConfig.wg_slots_per_cu = {} (must be >= 1)", cfg.wg_slots_per_cu));
   if (cfg.spin_us < 0)
     throw Error(ErrorCode::InvalidArgument, fmt::format("RuntimeConfig.spin_us = {}", cfg.spin_us));
+  if (cfg.node_ranks < 1)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("RuntimeConfig.node_ranks = {} (must be >= 1)", cfg.node_ranks));
   const std::vector<int> cpus = affinity_cpus();
-  num_cus = cfg.num_cus > 0 ? cfg.num_cus : static_cast<int>(cpus.size());
+  num_cus = cfg.num_cus > 0
+                ? cfg.num_cus
+                : default_cus(static_cast<int>(cpus.size()), online_cpus(), cfg.node_ranks);
   if (num_cus == 0)
     throw Error(ErrorCode::InvalidArgument,
                 "RuntimeConfig.num_cus = 0 and the affinity mask has no cores: zero CUs");

@@ -86,6 +86,11 @@ struct ComputeUnit {
   int cpu = -1;  // core it is pinned to, -1 when unpinned
 };
 
+/// The CUs a Device takes when RuntimeConfig::num_cus = 0: all `mask_cores` cores of its affinity
+/// mask, unless `node_ranks` ranks with such masks cannot all fit on the node's `online` cores
+/// (their masks overlap): then an equal share, max(1, min(mask_cores, online / node_ranks)).
+int default_cus(int mask_cores, int online, int node_ranks);
+
 struct DeviceImpl {
   DeviceImpl(Device* owner, RuntimeConfig config);
   ~DeviceImpl();

@@ -106,6 +106,14 @@ Env Env::parse(const Lookup& lookup) {
   if (auto v = get("TILECOMM_SHM_BYTES"))
     e.shm_bytes = parse_bytes("TILECOMM_SHM_BYTES", *v, std::size_t{64} << 30);
   if (auto v = get("TILECOMM_CHECK")) e.check = parse_bool("TILECOMM_CHECK", *v);
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    auto v = get(name);
+    if (!v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v->c_str(), &end, 10);
+    if (*end == '\0' && n > 0 && n <= (1 << 20)) e.launcher_local_ranks = static_cast<int>(n);
+    break;
+  }
   if (auto v = get("TILECOMM_ISA")) {
     if (*v != "scalar" && *v != "avx2" && *v != "avx512")
       bad("TILECOMM_ISA", *v, "one of: scalar, avx2, avx512");
@@ -126,7 +134,8 @@ std::vector<Env::Row> Env::describe() const {
   auto b = [](bool x) { return std::string(x ? "1" : "0"); };
   auto s = [](const std::string& x) { return x.empty() ? std::string("(auto)") : x; };
   return {
-      {"TILECOMM_CUS", std::to_string(cus), "compute units per rank; 0 = cores in affinity mask"},
+      {"TILECOMM_CUS", std::to_string(cus),
+       "compute units per rank; 0 = cores in affinity mask, shared among the node's ranks"},
       {"TILECOMM_WG_SLOTS", std::to_string(wg_slots), "max resident workgroups (threads) per CU"},
       {"TILECOMM_LDS_BYTES", std::to_string(lds_bytes), "LDS capacity per CU, bytes (K/M ok)"},
       {"TILECOMM_PIN", b(pin), "pin CU threads to cores when the mask has enough cores"},
@@ -159,6 +168,7 @@ RuntimeConfig RuntimeConfig::from_env() {
   c.trace = !e.trace.empty();
   c.trace_path = e.trace;
   c.spin_us = e.spin_us;
+  c.node_ranks = e.launcher_local_ranks > 0 ? e.launcher_local_ranks : 1;
   return c;
 }
 

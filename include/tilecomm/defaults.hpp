@@ -7,7 +7,8 @@
 
 namespace tilecomm::defaults {
 
-/// Compute units per Device (TILECOMM_CUS); 0: the cores in the affinity mask.
+/// Compute units per Device (TILECOMM_CUS); 0: the cores in the affinity mask, shared among the
+/// node's ranks when their masks overlap (see RuntimeConfig::num_cus).
 inline constexpr int kNumCus = 0;
 /// Resident-workgroup slots (worker threads) per CU (TILECOMM_WG_SLOTS).
 inline constexpr int kWgSlotsPerCu = 2;

@@ -44,6 +44,10 @@ struct Env {
   bool check = defaults::kCheck;
   /// TILECOMM_ISA: cap the kernels' vector ISA: scalar, avx2 or avx512 ("": the CPU's widest)
   std::string isa;
+  /// Ranks the launcher started on this node (OMPI_COMM_WORLD_LOCAL_SIZE, or MPICH's
+  /// MPI_LOCALNRANKS); 0 when not launched by one. Not a TILECOMM_* variable: a value that does not
+  /// parse is ignored (treated as 0), never an error.
+  int launcher_local_ranks = 0;
 
   /// Looks a variable up by name; returns nullopt when unset.
   using Lookup = std::function<std::optional<std::string>(const std::string&)>;

@@ -12,8 +12,15 @@ namespace tilecomm {
 /// How a Device is built. Start from from_env() to honour TILECOMM_* variables, then override.
 struct RuntimeConfig {
   /// Compute units (CUs), one worker group each. 0 means: the cores in this process's affinity
-  /// mask.
+  /// mask, shared with the other ranks of the node when their masks overlap — when node_ranks x
+  /// (cores in the mask) exceeds the node's online cores, each rank takes
+  /// max(1, min(cores in mask, online cores / node_ranks)). So `mpirun -np 2` on 2 cores without
+  /// binding gives each rank 1 CU (not 2 CUs on 2 shared cores), and ranks bound to their own cores
+  /// keep them all.
   int num_cus = defaults::kNumCus;
+  /// Ranks sharing this node's cores (used only when num_cus = 0). from_env() takes it from the
+  /// launcher (OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS), 1 when there is none.
+  int node_ranks = 1;
   /// Resident-workgroup slots per CU (worker threads per CU). LDS may allow fewer.
   int wg_slots_per_cu = defaults::kWgSlotsPerCu;
   /// LDS (shared scratch) capacity of each CU in bytes; a WG is placed only where its request fits.

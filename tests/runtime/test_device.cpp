@@ -1,6 +1,7 @@
 // Device construction, occupancy under the LDS limit, the LDS memory a WG gets, launch validation.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "runtime/device_impl.hpp"
 
 namespace tilecomm {
 namespace {
@@ -51,6 +53,40 @@ TEST(Device, ZeroCusMeansCoresInMask) {
   Device d(config(0, 1));
   EXPECT_EQ(d.num_cus(), CPU_COUNT(&set));
   EXPECT_EQ(d.config().num_cus, CPU_COUNT(&set));
+}
+
+// The default CU count shares the node's cores among ranks whose masks overlap (mpirun without
+// binding), and keeps every core of a mask that cannot overlap (ranks bound to their own cores).
+TEST(Device, DefaultCusShareOverlappingMasks) {
+  using detail::default_cus;
+  EXPECT_EQ(default_cus(2, 2, 1), 2);    // one rank: the whole mask
+  EXPECT_EQ(default_cus(2, 2, 2), 1);    // np 2 unbound on 2 cores: one core each
+  EXPECT_EQ(default_cus(2, 2, 4), 1);    // oversubscribed: never zero
+  EXPECT_EQ(default_cus(1, 2, 2), 1);    // bound to a core each
+  EXPECT_EQ(default_cus(8, 16, 2), 8);   // bound to a socket each: no overlap
+  EXPECT_EQ(default_cus(16, 16, 4), 4);  // unbound, 4 ranks on 16 cores
+  EXPECT_EQ(default_cus(4, 16, 8), 2);   // masks of 4 overlapping among 8 ranks on 16 cores
+  EXPECT_EQ(default_cus(0, 2, 1), 0);    // empty mask: the caller raises
+}
+
+TEST(Device, ZeroCusWithNodeRanksTakesAShare) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int mask = CPU_COUNT(&set), online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  RuntimeConfig c = config(0, 1);
+  c.node_ranks = 2 * online;  // more ranks than cores: the masks must overlap
+  Device d(c);
+  EXPECT_EQ(d.num_cus(), 1);
+  EXPECT_EQ(d.config().num_cus, detail::default_cus(mask, online, 2 * online));
+  c.node_ranks = 0;
+  try {
+    Device bad(c);
+    ADD_FAILURE() << "node_ranks = 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("node_ranks = 0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Device, RunsEveryWorkgroupOnceWithItsPosition) {

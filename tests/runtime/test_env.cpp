@@ -111,6 +111,18 @@ TEST(Env, DescribeListsEveryVariable) {
   EXPECT_TRUE(found);
 }
 
+// The launcher's local rank count is read but never an error: it is not our variable.
+TEST(Env, LauncherLocalRanks) {
+  EXPECT_EQ(parse({}).launcher_local_ranks, 0);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}).launcher_local_ranks, 4);
+  EXPECT_EQ(parse({{"MPI_LOCALNRANKS", "3"}}).launcher_local_ranks, 3);
+  EXPECT_EQ(
+      parse({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"MPI_LOCALNRANKS", "5"}}).launcher_local_ranks,
+      2);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_SIZE", "two"}}).launcher_local_ranks, 0);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_SIZE", "-1"}}).launcher_local_ranks, 0);
+}
+
 TEST(Env, RuntimeConfigDefaultsMatchEnvDefaults) {
   const Env e;
   const RuntimeConfig c;
