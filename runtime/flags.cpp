@@ -27,12 +27,18 @@ TileFlags::TileFlags(void* memory, std::size_t count, std::size_t stride)
 }
 
 void TileFlags::wait(std::size_t i, std::uint32_t value, double timeout_s, const char* what) const {
+  wait(i, value, timeout_s, what, WaitPolicy::backoff());
+}
+
+void TileFlags::wait(std::size_t i, std::uint32_t value, double timeout_s, const char* what,
+                     const WaitPolicy& policy) const {
   if (i >= count_)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("TileFlags::wait: index {} out of range (size {})", i, count_));
   wait_until(
       [&] { return test(i, value); }, timeout_s < 0 ? default_timeout_s() : timeout_s,
-      [&] { return fmt::format("{} {} did not reach {} (it holds {})", what, i, value, load(i)); });
+      [&] { return fmt::format("{} {} did not reach {} (it holds {})", what, i, value, load(i)); },
+      policy);
 }
 
 void TileFlags::reset(std::uint32_t value) noexcept {

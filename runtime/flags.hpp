@@ -10,6 +10,8 @@
 
 namespace tilecomm {
 
+struct WaitPolicy;
+
 /// An array of 32-bit flags, each on its own cache line by default. Flags hold epoch values: a
 /// producer signals tile i of call e with signal(i, e); a consumer waits for value >= e (compared
 /// modulo 2^32), so flags need no reset between calls. reset() exists for code that counts.
@@ -53,6 +55,9 @@ class TileFlags {
   /// (< 0: the configured TILECOMM_TIMEOUT_S), naming `what`, the flag and both values.
   void wait(std::size_t i, std::uint32_t value, double timeout_s = -1.0,
             const char* what = "tile flag") const;
+  /// The same, pausing between polls as `policy` says (runtime/wait.hpp).
+  void wait(std::size_t i, std::uint32_t value, double timeout_s, const char* what,
+            const WaitPolicy& policy) const;
   /// Stores `value` in every flag (relaxed; publish with a barrier or a later release).
   void reset(std::uint32_t value = 0) noexcept;
 

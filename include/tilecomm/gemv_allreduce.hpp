@@ -22,11 +22,14 @@ struct GemvAllReduceImpl;
 /// raises Error(Mismatch). Calls to run() are collective and ordered like collectives. `comm` and
 /// `device` must outlive the context.
 ///
-/// Results: sequential and shaped reduce through tilecomm's AllReduce; fused reduces each row block
-/// at its owner in rank order (two-shot). With exact inputs (small integers) all modes agree
-/// bitwise; with general floats they agree to within float rounding of a p-term sum. Every mode
-/// computes a row block with the same kernel (float32: OpenBLAS sgemv; bfloat16: tilecomm's, whose
-/// result does not depend on the ISA path it takes, ops/kernels/gemv.hpp).
+/// Fused protocol (OpOptions::fused_algorithm): one-shot (every rank reduces every row block
+/// itself; the latency path) when M x 4 bytes <= 256 KiB, two-shot (each block reduced by its
+/// owner and sent back) above, unless forced. Results: sequential and shaped reduce through
+/// tilecomm's AllReduce; fused reduces each row block in rank order (either protocol). With exact
+/// inputs (small integers) all modes agree bitwise; with general floats they agree to within float
+/// rounding of a p-term sum. Every mode computes a row block with the same kernel (float32:
+/// OpenBLAS sgemv; bfloat16: tilecomm's, whose result does not depend on the ISA path it takes,
+/// ops/kernels/gemv.hpp).
 class GemvAllReduce {
  public:
   GemvAllReduce(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,
@@ -50,6 +53,8 @@ class GemvAllReduce {
   std::size_t k_local() const;
   /// Rows per tile (row block) of the fused and compute kernels.
   std::size_t tile_rows() const;
+  /// The fused protocol this context runs: OneShot or TwoShot (Auto resolved at creation).
+  FusedAlgorithm fused_algorithm() const;
 
  private:
   friend struct detail::BenchAccess;

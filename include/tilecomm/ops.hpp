@@ -29,6 +29,17 @@ std::string_view to_string(Mode mode) noexcept;
 /// "sequential", "shaped" or "fused"; anything else raises Error(InvalidArgument) listing them.
 Mode parse_mode(std::string_view name);
 
+/// How a fused reduction moves partial results (GemvAllReduce):
+///  - OneShot: every rank publishes its partial of each row block once per peer (a store into its
+///    own shared segment for on-node peers, one MPI message per off-node peer) and reduces every
+///    block itself. One communication step: the latency path.
+///  - TwoShot: each block has an owner that reduces it and sends the sum back (ReduceScatter +
+///    AllGather at tile granularity): half the bytes per rank at p = 2, fewer at larger p, two
+///    steps.
+enum class FusedAlgorithm { Auto, OneShot, TwoShot };
+
+std::string_view to_string(FusedAlgorithm algorithm) noexcept;
+
 /// Knobs of the shaped mode.
 struct ShapedOptions {
   /// CUs' worth of WG slots the compute kernels leave free for the communication kernel.
@@ -46,6 +57,10 @@ struct OpOptions {
   std::size_t tile = 0;
   /// Fused mode: schedule tiles bound for other ranks before tiles that stay local.
   bool remote_first = true;
+  /// Fused mode's reduction protocol, for operators that reduce (GemvAllReduce; the others accept
+  /// only Auto). Auto picks OneShot for small outputs (latency-bound calls such as decode), TwoShot
+  /// above; see the operator's header. Must be equal on every rank.
+  FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
 };
 
 }  // namespace tilecomm

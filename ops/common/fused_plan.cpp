@@ -37,9 +37,9 @@ void FusedPlan::send(const WorkgroupContext& wg, const void* buf, int count, MPI
 void FusedPlan::await(const WorkgroupContext& wg, int src, const TileFlags& flags, std::size_t idx,
                       const char* what) const {
   if (ctx_.topo.on_node(src))
-    flags.wait(idx, epoch_, ctx_.comm.timeout_s, what);
-  else
-    ctx_.proxy()->wait(wg, flags, idx, epoch_, what);  // the proxy receives it
+    flags.wait(idx, epoch_, ctx_.comm.timeout_s, what, wait_.value_or(WaitPolicy::backoff()));
+  else  // the proxy receives it
+    ctx_.proxy()->wait(wg, flags, idx, epoch_, what, wait_.value_or(WaitPolicy::backoff(2.0)));
 }
 
 void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& flags,

@@ -16,9 +16,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "ops/common/op_context.hpp"
+#include "runtime/wait.hpp"
 
 namespace tilecomm::detail {
 
@@ -50,6 +52,10 @@ class FusedPlan {
                    std::size_t idx);
   /// One more send() this call will make.
   void expect_send() { ++sends_; }
+  /// How await() pauses between polls. Default: WaitPolicy::backoff() for an on-node tile (spin
+  /// TILECOMM_SPIN_US), backoff(2.0) for an off-node one (the waiter polls MPI); a latency-bound
+  /// call sets WaitPolicy::latency(its expected length) instead.
+  void set_wait(const WaitPolicy& policy) { wait_ = policy; }
 
   // ---- in a task ----
   /// Staging reserved by stage(): untouched by anything else until the call ends.
@@ -83,6 +89,7 @@ class FusedPlan {
   std::vector<std::size_t> order_;
   std::size_t sends_ = 0;
   std::vector<float>* staging_;
+  std::optional<WaitPolicy> wait_;
   std::size_t staged_floats_ = 0;
 };
 

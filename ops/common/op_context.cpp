@@ -22,6 +22,9 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
   comm.refuse_if_failed(info.name);
   if (options.shaped.chunks < 1)
     invalid(fmt::format("shaped.chunks = {} (must be >= 1)", options.shaped.chunks));
+  if (!info.fused_algorithms && options.fused_algorithm != FusedAlgorithm::Auto)
+    invalid(fmt::format("fused_algorithm = {} (this operator has one fused protocol: use auto)",
+                        to_string(options.fused_algorithm)));
   blas_single_threaded();
   compute_stream = device.create_stream(Stream::kNormal);
   comm_stream = device.create_stream(Stream::kHigh);

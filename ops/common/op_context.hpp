@@ -35,6 +35,9 @@ struct OpInfo {
   const char* name;
   const char* trace;
   std::array<const char*, 3> shape;
+  /// Whether OpOptions::fused_algorithm may be other than Auto (operators with several fused
+  /// reduction protocols).
+  bool fused_algorithms = false;
 };
 
 /// Shaped mode (Cui & Pericas) as data: chunk c's compute kernel (tiles(c) WGs, shaped LDS) runs on

@@ -23,6 +23,18 @@ std::string_view to_string(Mode mode) noexcept {
   return "?";
 }
 
+std::string_view to_string(FusedAlgorithm algorithm) noexcept {
+  switch (algorithm) {
+    case FusedAlgorithm::Auto:
+      return "auto";
+    case FusedAlgorithm::OneShot:
+      return "one_shot";
+    case FusedAlgorithm::TwoShot:
+      return "two_shot";
+  }
+  return "?";
+}
+
 Mode parse_mode(std::string_view name) {
   for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused})
     if (name == to_string(m)) return m;

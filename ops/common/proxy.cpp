@@ -93,13 +93,13 @@ void Proxy::poll(const WorkgroupContext& wg) {
 }
 
 void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
-                 std::uint32_t value, const char* what) {
+                 std::uint32_t value, const char* what, const WaitPolicy& policy) {
   auto arrived = [&] {
     if (flags.test(idx, value)) return true;
     poll(wg);  // progress never depends on the proxy WG getting a core
     return false;
   };
-  if (!poll_until(arrived, timeout_s_, WaitPolicy::backoff(2.0)))
+  if (!poll_until(arrived, timeout_s_, policy))
     throw Error(ErrorCode::Timeout,  // `what` names the operator
                 fmt::format("{} {} did not reach {} within {} s", what, idx, value, timeout_s_));
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/flags.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/device.hpp"
 
 namespace tilecomm::detail {
@@ -49,10 +50,10 @@ class Proxy {
   /// a tile the proxy will receive calls this while it waits, so progress never depends on the
   /// proxy WG getting a core.
   void poll(const WorkgroupContext& wg);
-  /// Waits (backing off, polling MPI) until flags[idx] reaches value; Error(Timeout) whose message
-  /// starts with `what` (which names the operator).
+  /// Waits (pausing as `policy` says, polling MPI) until flags[idx] reaches value; Error(Timeout)
+  /// whose message starts with `what` (which names the operator).
   void wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
-            std::uint32_t value, const char* what);
+            std::uint32_t value, const char* what, const WaitPolicy& policy);
 
   // ---- the proxy WG (or the host: wg = nullptr, no trace marks) ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s).

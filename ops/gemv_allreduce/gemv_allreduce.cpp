@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "ops/common/op_util.hpp"
@@ -16,7 +17,29 @@ namespace tilecomm {
 namespace detail {
 namespace {
 
-constexpr OpInfo kInfo{"GemvAllReduce", "gemv_allreduce", {"m", "tile", nullptr}};
+constexpr OpInfo kInfo{"GemvAllReduce", "gemv_allreduce", {"m", "tile", nullptr}, true};
+
+/// Fused outputs up to this size take the one-shot protocol (FusedAlgorithm::Auto): decode's
+/// projections (4-64 KiB) are latency-bound; above it, two-shot's fewer bytes per rank win.
+constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
+/// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
+/// a 1 Gbit/s link (125 bytes/us) and ~10 us of CPU per Open MPI TCP message.
+constexpr double kOffNodeBytesPerUs = 125.0;
+constexpr double kOffNodeMessageUs = 10.0;
+
+/// One-shot row blocks. The call's exposed communication is about the last block's transfer,
+/// S / n x beta, plus the message cost of every block, n x c: n = sqrt(S beta / c) minimises it
+/// across nodes. At least one block per compute WG (two on a node, for balance), a multiple of
+/// the WGs, at least 16 rows.
+std::size_t one_shot_tile(std::size_t m, std::size_t compute_wgs, bool spans_nodes) {
+  std::size_t n = 2 * compute_wgs;
+  if (spans_nodes) {
+    const double s_beta = static_cast<double>(m * sizeof(float)) / kOffNodeBytesPerUs;
+    const auto best = static_cast<std::size_t>(std::lround(std::sqrt(s_beta / kOffNodeMessageUs)));
+    n = (std::max(best, compute_wgs) + compute_wgs - 1) / compute_wgs * compute_wgs;
+  }
+  return std::max<std::size_t>(16, ((m + n - 1) / n + 15) / 16 * 16);
+}
 
 }  // namespace
 
@@ -26,17 +49,35 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
   const auto limit = static_cast<std::size_t>(INT32_MAX);
   if (m > limit) ctx.invalid(fmt::format("m = {} is too large (max {})", m, limit));
   if (k > limit) ctx.invalid(fmt::format("k_local = {} is too large (max {})", k, limit));
-  // Default tile: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows on one
-  // node; up to 4096 rows (16 KiB messages) across nodes, where each tile is an MPI message and
-  // Open MPI's per-message cost over TCP outweighs finer overlap (docs/ops.md, "Tile size across
-  // nodes").
+  algorithm = ctx.options.fused_algorithm;
+  if (algorithm == FusedAlgorithm::Auto)
+    algorithm =
+        m * sizeof(float) <= kOneShotMaxBytes ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
+  // Default tile, two-shot: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows
+  // on one node; up to 4096 rows (16 KiB messages) across nodes, where each tile is an MPI message
+  // and Open MPI's per-message cost over TCP outweighs finer overlap (docs/ops.md, "Tile size
+  // across nodes"). One-shot: one_shot_tile().
   const std::size_t target = std::max<std::size_t>(1, 8 * ctx.wg_slots() * topo.size);
   const std::size_t max_tile = ctx.spans_nodes() ? 4096 : 1024;
+  const std::size_t compute_wgs =
+      std::max<std::size_t>(1, ctx.wg_slots() - (ctx.spans_nodes() && ctx.wg_slots() > 1 ? 1 : 0));
   tile = ctx.options.tile ? ctx.options.tile
-                          : std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
-  ctx.agree({"m", "shaped.chunks"}, {static_cast<long long>(m), ctx.options.shaped.chunks});
+         : algorithm == FusedAlgorithm::OneShot
+             ? one_shot_tile(m, compute_wgs, ctx.spans_nodes())
+             : std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
+  ctx.agree({"m", "shaped.chunks", "fused_algorithm"},
+            {static_cast<long long>(m), ctx.options.shaped.chunks,
+             static_cast<long long>(ctx.options.fused_algorithm)});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (m + tile - 1) / tile;
+  if (ctx.spans_nodes()) {  // fused tags: a block (partial) and blocks + block (reduced)
+    int* tag_ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(ctx.comm.mpi, MPI_TAG_UB, &tag_ub, &found);
+    if (found && tag_ub != nullptr && 2 * blocks > static_cast<std::size_t>(*tag_ub))
+      ctx.invalid(fmt::format("tile = {} gives {} row blocks: more than MPI_TAG_UB = {} / 2 allows",
+                              tile, blocks, *tag_ub));
+  }
   partial.resize(m);
   map_fused_segment();
 }
@@ -114,7 +155,11 @@ void GemvAllReduceImpl::run(GemvWeights w, const float* x, float* y, Mode mode) 
         validate(w, x, y);
         return m > 0;  // every rank has the same m: nothing to do anywhere
       },
-      [&] { run_sequential(w, x, y); }, [&] { run_shaped(w, x, y); }, [&] { run_fused(w, x, y); });
+      [&] { run_sequential(w, x, y); }, [&] { run_shaped(w, x, y); },
+      [&] {
+        if (algorithm == FusedAlgorithm::OneShot) return run_one_shot(w, x, y);
+        run_fused(w, x, y);
+      });
 }
 
 }  // namespace detail
@@ -154,6 +199,9 @@ std::size_t GemvAllReduce::k_local() const {
 }
 std::size_t GemvAllReduce::tile_rows() const {
   return impl_->tile;
+}
+FusedAlgorithm GemvAllReduce::fused_algorithm() const {
+  return impl_->algorithm;
 }
 
 }  // namespace tilecomm

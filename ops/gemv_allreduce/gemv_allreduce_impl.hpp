@@ -40,21 +40,26 @@ struct GemvAllReduceImpl {
   void compute(GemvWeights w, const float* x, float* partial);  // the sequential compute kernel
   void run_sequential(GemvWeights w, const float* x, float* y);
   void run_shaped(GemvWeights w, const float* x, float* y);
-  void run_fused(GemvWeights w, const float* x, float* y);  // gemv_allreduce_fused.cpp
+  void run_fused(GemvWeights w, const float* x, float* y);     // gemv_allreduce_fused.cpp
+  void run_one_shot(GemvWeights w, const float* x, float* y);  // gemv_allreduce_one_shot.cpp
 
   OpContext ctx;
   const Topology& topo;
   std::size_t m, k, tile = 0, blocks = 0;
-  std::vector<float> partial;  // sequential and shaped: this rank's W_r x_r
+  FusedAlgorithm algorithm = FusedAlgorithm::TwoShot;  // resolved: OneShot or TwoShot
+  std::vector<float> partial;                          // sequential and shaped: this rank's W_r x_r
 
   // ---- fused ----
-  // Segment of each on-node rank: flags, then partials[2][p][M] (slot s: rank s's partial of the
-  // rows this rank owns), then reduced[2][M] (this rank's reduced blocks). Parity = epoch & 1
-  // double-buffers consecutive calls.
+  // Segment of each on-node rank: flags, then partials[2][p][M], then reduced[2][M]. Parity =
+  // epoch & 1 double-buffers consecutive calls. Two-shot: slot s of rank L holds rank s's partial
+  // of the rows L owns; reduced holds L's reduced blocks. One-shot: slot L of rank L holds L's own
+  // partial (its on-node peers read it there), slot s of rank L rank s's partial when s is off-node
+  // (the proxy receives it there); reduced is unused.
   std::size_t partials_offset = 0, reduced_offset = 0;
   std::vector<TileFlags> partial_flags;  // per local rank: [p * blocks], index s * blocks + b
   std::vector<TileFlags> reduced_flags;  // per local rank: [blocks]
   TileFlags arrived_flags;               // mine: reduced block b arrived from an off-node owner
+  double last_one_shot_us = 1000.0;      // length of the last one-shot call (its waits' spin)
 
   float* partials(int local, int parity, int src) const {
     return ctx.region(local, partials_offset) +
@@ -71,6 +76,9 @@ struct GemvAllReduceImpl {
   void fused_compute(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
   void fused_reduce(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
   void fused_gather(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
+  struct OneShotCall;
+  void one_shot_compute(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
+  void one_shot_reduce(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
 };
 
 }  // namespace tilecomm::detail

@@ -1,6 +1,8 @@
 // GemvAllReduce: every mode equals an independent reference (plain loops + MPI_Allreduce), bitwise,
 // for uneven shapes, empty inputs, repeated calls with changing data, and stragglers; with float32
 // and bfloat16 weights (small integers: exact in both).
+#include <cstring>
+
 #include "ops_test_util.hpp"
 
 namespace tilecomm::test {
@@ -24,12 +26,14 @@ std::vector<float> reference(const std::vector<float>& w, const std::vector<floa
 enum class Weights { F32, Bf16, Alternate };  // Alternate: bf16 on odd calls
 
 void check_case(Communicator& comm, Device& dev, GemvCase c, int calls,
-                Weights weights = Weights::F32) {
+                Weights weights = Weights::F32, FusedAlgorithm algorithm = FusedAlgorithm::Auto) {
   const int r = comm.rank();
   const std::size_t k = c.k + static_cast<std::size_t>(r % 3);  // K_r differs per rank
   OpOptions opt;
   opt.tile = c.tile;
+  opt.fused_algorithm = algorithm;
   GemvAllReduce op(comm, dev, c.m, k, opt);
+  if (algorithm != FusedAlgorithm::Auto) EXPECT_EQ(op.fused_algorithm(), algorithm);
   Straggler straggler(dev, 17u + r);
   for (int call = 0; call < calls; ++call) {
     std::vector<float> w(c.m * k), x(k);
@@ -53,8 +57,9 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls,
       int wrong = 0;
       for (std::size_t i = 0; i < c.m; ++i)
         wrong += y[i] != ref[i];
-      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " m " << c.m << " k " << k << " call "
-                          << call << (bf16 ? " bf16" : " fp32");
+      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " (" << to_string(op.fused_algorithm())
+                          << ") m " << c.m << " k " << k << " call " << call
+                          << (bf16 ? " bf16" : " fp32");
     }
   }
 }
@@ -65,6 +70,70 @@ TEST(GemvAllReduce, MatchesReferenceInEveryMode) {
   for (GemvCase c : {GemvCase{1, 5, 0}, GemvCase{7, 3, 0}, GemvCase{1000, 33, 0},
                      GemvCase{4099, 17, 0}, GemvCase{1001, 9, 16}, GemvCase{3, 4, 1}})
     check_case(comm, dev, c, 2);
+}
+
+// Both fused protocols, forced, on the shapes above (Auto picks one-shot for all of them) and a
+// two-shot-sized one; many back-to-back calls exercise the parity double-buffering under skew.
+TEST(GemvAllReduce, OneShotAndTwoShotMatchReference) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  for (FusedAlgorithm a : {FusedAlgorithm::OneShot, FusedAlgorithm::TwoShot}) {
+    for (GemvCase c : {GemvCase{1, 5, 0}, GemvCase{7, 3, 0}, GemvCase{1000, 33, 0},
+                       GemvCase{4099, 17, 0}, GemvCase{1001, 9, 16}, GemvCase{3, 4, 1}})
+      check_case(comm, dev, c, 2, Weights::F32, a);
+    check_case(comm, dev, {517, 11, 0}, 9, Weights::Alternate, a);
+  }
+  check_case(comm, dev, {70000, 2, 0}, 2);  // 280 KB of output: Auto picks two-shot
+}
+
+TEST(GemvAllReduce, AutoPicksOneShotForSmallOutputs) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  EXPECT_EQ(GemvAllReduce(comm, dev, 4096, 8).fused_algorithm(), FusedAlgorithm::OneShot);
+  EXPECT_EQ(GemvAllReduce(comm, dev, 65536, 8).fused_algorithm(), FusedAlgorithm::OneShot);
+  EXPECT_EQ(GemvAllReduce(comm, dev, 65537, 8).fused_algorithm(), FusedAlgorithm::TwoShot);
+}
+
+// Only GemvAllReduce has a choice of fused protocol; the others name the option and refuse it.
+TEST(GemvAllReduce, FusedAlgorithmIsRefusedByOtherOperators) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  OpOptions opt;
+  opt.fused_algorithm = FusedAlgorithm::OneShot;
+  try {
+    GemmReduceScatter op(comm, dev, 8, 4, 4, opt);
+    ADD_FAILURE() << "fused_algorithm = one_shot accepted by GemmReduceScatter";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("fused_algorithm = one_shot"), std::string::npos)
+        << e.what();
+  }
+}
+
+// General floats: both fused protocols reduce every row in rank order, so they agree bitwise (the
+// small-integer tests above cannot tell orders apart).
+TEST(GemvAllReduce, FusedProtocolsAgreeBitwiseOnRandomFloats) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int r = comm.rank();
+  const std::size_t m = 3001, k = 37 + static_cast<std::size_t>(r);
+  std::mt19937 gen(1234u + static_cast<unsigned>(r));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> w(m * k), x(k);
+  for (float& v : w)
+    v = dist(gen);
+  for (float& v : x)
+    v = dist(gen);
+  std::vector<float> y1(m), y2(m);
+  OpOptions one, two;
+  one.fused_algorithm = FusedAlgorithm::OneShot;
+  two.fused_algorithm = FusedAlgorithm::TwoShot;
+  GemvAllReduce a(comm, dev, m, k, one), b(comm, dev, m, k, two);
+  for (int call = 0; call < 3; ++call) {
+    a.run(w.data(), x.data(), y1.data(), Mode::Fused);
+    b.run(w.data(), x.data(), y2.data(), Mode::Fused);
+    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), m * sizeof(float)), 0) << "call " << call;
+  }
 }
 
 TEST(GemvAllReduce, Bf16WeightsMatchReferenceInEveryMode) {
