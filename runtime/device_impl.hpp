@@ -86,6 +86,10 @@ struct ComputeUnit {
   int cpu = -1;  // core it is pinned to, -1 when unpinned
 };
 
+/// Timer slack of the device's worker threads (PR_SET_TIMERSLACK), ns: their sleeps last what they
+/// ask for, not 50 us more.
+inline constexpr unsigned long kWorkerTimerSlackNs = 1000;
+
 /// The CUs a Device takes when RuntimeConfig::num_cus = 0: all `mask_cores` cores of its affinity
 /// mask, unless `node_ranks` ranks with such masks cannot all fit on the node's `online` cores
 /// (their masks overlap): then an equal share, max(1, min(mask_cores, online / node_ranks)).

@@ -2,6 +2,7 @@
 // order, priorities, events, and the worker threads that run workgroups.
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <limits>
@@ -188,6 +189,10 @@ void DeviceImpl::finish_task(Worker& w, const Task& t, std::exception_ptr error)
 }
 
 void DeviceImpl::worker_loop(Worker& w) {
+  // Linux rounds a thread's sleeps up by its timer slack, 50 us by default: every short sleep of a
+  // backing-off wait (1-20 us) would last 55-80 us, longer than a whole small fused call's
+  // communication. Device threads take 1 us (docs/runtime.md, "Waiting").
+  prctl(PR_SET_TIMERSLACK, kWorkerTimerSlackNs);
   if (pinned) {
     cpu_set_t set;
     CPU_ZERO(&set);

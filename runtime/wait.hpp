@@ -47,12 +47,12 @@ struct WaitPolicy {
   /// a thread just woken on the same core runs at once instead of after the spinner's time slice
   /// (2 cores shared by host, workers and other ranks); then pause() returns false.
   static WaitPolicy idle(double spin_us);
-  /// A wait inside a short, latency-bound call (a decode step's fused GEMV) whose condition is
-  /// expected within about `expected_us`: spin 2 us, then yield (never sleep) until
-  /// 2 x expected_us + 64 us, then sleep as backoff() does. Sleeping 20-250 us in a call of a few
-  /// hundred us costs more than the overlap wins; yielding still hands the core to a runnable
-  /// thread (another rank's compute on an oversubscribed node).
-  static WaitPolicy latency(double expected_us);
+  /// A wait inside a short, latency-bound call (a decode step's fused GEMV): spin 2 us, yield
+  /// until 20 us, then sleep 2 us doubling to only 16 us. backoff()'s sleeps grow to 256 us, more
+  /// than a whole small call; sleeping (not yielding) still hands the core to whoever needs it,
+  /// such as another rank's compute on an oversubscribed node. Meant for threads with a 1 us timer
+  /// slack (the device's workers), whose sleeps last what they ask for.
+  static WaitPolicy latency();
   /// No spinning: sleep a fixed `period` after each miss. For a background progress loop that
   /// shares its core with the threads it serves.
   static WaitPolicy fixed_sleep(std::chrono::nanoseconds period);
@@ -77,9 +77,9 @@ inline WaitPolicy WaitPolicy::idle(double spin_us) {
   return {std::min(s, kIdlePureSpin), s, {}, {}, 16, 1};
 }
 
-inline WaitPolicy WaitPolicy::latency(double expected_us) {
-  const std::chrono::nanoseconds e(static_cast<std::int64_t>(std::max(0.0, expected_us) * 1000.0));
-  return {kIdlePureSpin, 2 * e + kBackoffYieldExtra, kBackoffSleepMin, kBackoffSleepMax, 64, 16};
+inline WaitPolicy WaitPolicy::latency() {
+  using std::chrono::microseconds;
+  return {kIdlePureSpin, microseconds(20), microseconds(2), microseconds(16), 64, 16};
 }
 
 inline WaitPolicy WaitPolicy::fixed_sleep(std::chrono::nanoseconds period) {

@@ -1,10 +1,32 @@
 #include "ops/common/fused_plan.hpp"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 
 #include "collectives/reduce.hpp"
 
 namespace tilecomm::detail {
+namespace {
+
+/// While alive, the calling (host) thread's sleeps are precise to 1 us, as the device threads' are
+/// (Linux's default timer slack adds 50 us to every sleep); restores the thread's own slack.
+class HostTimerSlack {
+ public:
+  HostTimerSlack() : saved_(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) {
+    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+  ~HostTimerSlack() {
+    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
+  }
+  HostTimerSlack(const HostTimerSlack&) = delete;
+  HostTimerSlack& operator=(const HostTimerSlack&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace
 
 FusedPlan::FusedPlan(OpContext& ctx)
     : ctx_(ctx), epoch_(ctx.next_epoch()), staging_(&ctx.staging()) {
@@ -64,7 +86,7 @@ void FusedPlan::run(const TaskFn& body) {
   // The proxy is a WG on the high-priority stream, beside the compute kernel's WGs; with a single
   // WG slot it cannot have one of its own (the kernel could never run), so the host thread, idle
   // until the kernel ends anyway, drives it instead.
-  const bool proxy_wg = proxy != nullptr && ctx_.wg_slots() > 1;
+  const bool proxy_wg = proxy != nullptr && ctx_.wg_slots() > 1 && !proxy_on_host_;
   if (proxy != nullptr) {
     proxy->expect_sends(sends_);
     if (proxy_wg)
@@ -78,7 +100,16 @@ void FusedPlan::run(const TaskFn& body) {
                                           body);
   if (proxy != nullptr && !proxy_wg) {
     try {
-      proxy->run(nullptr);
+      HostTimerSlack precise_sleeps;  // the proxy's 20 us sleeps, not 70
+      // Beside a latency-bound call's WGs, which poll MPI while they wait, the host's polls back
+      // off (20 -> 160 us): a rank's every wake-up is CPU its compute, or another rank's, lacks.
+      proxy->run(nullptr, proxy_on_host_ ? WaitPolicy{{},
+                                                      {},
+                                                      std::chrono::microseconds(20),
+                                                      std::chrono::microseconds(160),
+                                                      1,
+                                                      1}
+                                         : Proxy::kProgressPolicy);
     } catch (...) {
       try {  // the kernel's own error, if any, is secondary to the proxy's
         ctx_.compute_stream.synchronize();

@@ -54,8 +54,12 @@ class FusedPlan {
   void expect_send() { ++sends_; }
   /// How await() pauses between polls. Default: WaitPolicy::backoff() for an on-node tile (spin
   /// TILECOMM_SPIN_US), backoff(2.0) for an off-node one (the waiter polls MPI); a latency-bound
-  /// call sets WaitPolicy::latency(its expected length) instead.
+  /// call sets WaitPolicy::latency() instead.
   void set_wait(const WaitPolicy& policy) { wait_ = policy; }
+  /// The host thread, idle until the kernel ends anyway, drives the proxy instead of a proxy WG on
+  /// the high-priority stream: every WG slot computes. For latency-bound calls, where a slot's
+  /// worth of compute is worth more than the proxy's trace lane. (Always so on a one-slot device.)
+  void proxy_on_host() { proxy_on_host_ = true; }
 
   // ---- in a task ----
   /// Staging reserved by stage(): untouched by anything else until the call ends.
@@ -90,6 +94,7 @@ class FusedPlan {
   std::size_t sends_ = 0;
   std::vector<float>* staging_;
   std::optional<WaitPolicy> wait_;
+  bool proxy_on_host_ = false;
   std::size_t staged_floats_ = 0;
 };
 

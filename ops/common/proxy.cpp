@@ -104,7 +104,7 @@ void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t
                 fmt::format("{} {} did not reach {} within {} s", what, idx, value, timeout_s_));
 }
 
-void Proxy::run(const WorkgroupContext* wg) {
+void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy) {
   // The proxy shares cores with the compute WGs it serves, which post their own sends and poll MPI
   // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
   // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning.
@@ -114,8 +114,7 @@ void Proxy::run(const WorkgroupContext* wg) {
     progress(wg);
     return done();
   };
-  const bool ended =
-      poll_until(finished, timeout_s_, WaitPolicy::fixed_sleep(std::chrono::microseconds(20)));
+  const bool ended = poll_until(finished, timeout_s_, policy);
   std::lock_guard lock(progress_mu_);
   if (aborted_.load(std::memory_order_acquire)) return cancel_pending();
   if (!ended) fail_timeout();

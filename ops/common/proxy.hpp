@@ -56,8 +56,13 @@ class Proxy {
             std::uint32_t value, const char* what, const WaitPolicy& policy);
 
   // ---- the proxy WG (or the host: wg = nullptr, no trace marks) ----
-  /// Progresses until every expected receive and send has completed (deadline timeout_s).
-  void run(const WorkgroupContext* wg);
+  /// Progresses until every expected receive and send has completed (deadline timeout_s), pausing
+  /// between polls as `policy` says (default: fixed 20 us sleeps).
+  void run(const WorkgroupContext* wg, const WaitPolicy& policy = kProgressPolicy);
+  /// The proxy WG's pace: it shares cores with the WGs it serves, which post their own sends and
+  /// poll MPI while they wait, so it only keeps data moving in the background.
+  static inline const WaitPolicy kProgressPolicy =
+      WaitPolicy::fixed_sleep(std::chrono::microseconds(20));
   /// From the host, when the compute kernel of the call failed: run() cancels the requests still
   /// pending (MPI_Cancel, so no receive lands in the caller's output later) and returns.
   void abort();

@@ -59,8 +59,7 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
   // across nodes"). One-shot: one_shot_tile().
   const std::size_t target = std::max<std::size_t>(1, 8 * ctx.wg_slots() * topo.size);
   const std::size_t max_tile = ctx.spans_nodes() ? 4096 : 1024;
-  const std::size_t compute_wgs =
-      std::max<std::size_t>(1, ctx.wg_slots() - (ctx.spans_nodes() && ctx.wg_slots() > 1 ? 1 : 0));
+  const std::size_t compute_wgs = ctx.wg_slots();  // one-shot: the host drives the proxy
   tile = ctx.options.tile ? ctx.options.tile
          : algorithm == FusedAlgorithm::OneShot
              ? one_shot_tile(m, compute_wgs, ctx.spans_nodes())

@@ -53,13 +53,13 @@ struct GemvAllReduceImpl {
   // Segment of each on-node rank: flags, then partials[2][p][M], then reduced[2][M]. Parity =
   // epoch & 1 double-buffers consecutive calls. Two-shot: slot s of rank L holds rank s's partial
   // of the rows L owns; reduced holds L's reduced blocks. One-shot: slot L of rank L holds L's own
-  // partial (its on-node peers read it there), slot s of rank L rank s's partial when s is off-node
-  // (the proxy receives it there); reduced is unused.
+  // partial (its on-node peers read it there); for the blocks L leads, slot first(n) holds node n's
+  // sum received from node n (first(n): node n's lowest rank, never on L's node) and reduced holds
+  // L's node's sum.
   std::size_t partials_offset = 0, reduced_offset = 0;
   std::vector<TileFlags> partial_flags;  // per local rank: [p * blocks], index s * blocks + b
   std::vector<TileFlags> reduced_flags;  // per local rank: [blocks]
   TileFlags arrived_flags;               // mine: reduced block b arrived from an off-node owner
-  double last_one_shot_us = 1000.0;      // length of the last one-shot call (its waits' spin)
 
   float* partials(int local, int parity, int src) const {
     return ctx.region(local, partials_offset) +
@@ -78,7 +78,11 @@ struct GemvAllReduceImpl {
   void fused_gather(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
   struct OneShotCall;
   void one_shot_compute(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
-  void one_shot_reduce(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
+  void one_shot_node_reduce(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
+  void one_shot_final(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
+  void one_shot_send(const WorkgroupContext& wg, const OneShotCall& call, const float* block,
+                     std::size_t b);
+  int leader(int node, std::size_t b) const;  // one-shot: node's rank that sums and sends block b
 };
 
 }  // namespace tilecomm::detail

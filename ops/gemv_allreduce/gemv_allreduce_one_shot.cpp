@@ -1,37 +1,67 @@
 // The one-shot fused GEMV+AllReduce kernel: the latency path for small outputs (decode).
 //
 // Every rank computes all of its partial W_r x_r, row block by row block, into its own slot of its
-// shared segment, and publishes each block the moment it is done: a release flag for its on-node
-// peers (who read the block in place: no copy on the way), one MPI message per off-node peer
-// (handed to the proxy at once; the peer's proxy receives it straight into that peer's slot for
-// this rank). Then every rank reduces every block itself, in rank order, straight into y. One
-// communication step instead of two-shot's two (owner reduce, then the reduced block back), no
-// owner, no gather: what a short call needs. Bytes per rank: (p - 1) x M read on the node, M per
-// off-node peer sent; so it is chosen only for small M (GemvAllReduceImpl: kOneShotMaxBytes).
+// shared segment and releases each block with a flag the moment it is done; on-node peers read it
+// there (no copy on the way). Then every rank reduces every block itself, straight into y: one
+// communication step instead of two-shot's two, no owner, no gather.
 //
-// Task list: compute 0 .. blocks-1, then reduce 0 .. blocks-1 (every rank in the same order, so
-// block b is ready on all ranks at about the same time). Tasks start in order, so every compute
-// task has started before any WG waits: no deadlock with one WG. The waits expect their flag
-// within about one call (WaitPolicy::latency of the previous call's length): they yield instead of
-// sleeping, so a short call is not stretched by 20-250 us sleeps.
+// Across nodes the link is the scarce resource, so each node sends each block once per other node,
+// not once per rank: block b has a leader on every node, leader(n, b) = node n's ranks[b mod size].
+// On a node of several ranks the leader sums the node's partials of b (ascending rank order) and
+// sends that node sum to leader(m, b) of every other node m; on a node of one rank, the rank's own
+// partial goes out the moment it is computed. A received node sum lands (proxy) in the leader's
+// segment, where its on-node peers read it. Link bytes per call and direction: M floats per node
+// pair, as the hierarchical AllReduce of sequential mode.
+//
+// Order of additions, every element: the node sums in node order, each node sum in ascending rank
+// order (on one node: plain rank order). One rank per node: plain rank order, as two-shot.
+//
+// Task list: compute 0 .. B-1, each node reduce after the compute `lag` (= WGs) later (by then the
+// node's ranks have computed that block too), the rest of the node reduces, then one task of final
+// reduces, 0 .. B-1 in turn: a single waiter per rank (the reduces are a few us; several WGs
+// polling for late peers would take the cores those peers need on an oversubscribed node). A task
+// waits only for tasks listed before it on every rank (computes never wait; node reduces wait for
+// computes; final reduces for node reduces), and tasks start in list order: no deadlock, even with
+// one WG. The waits sleep at most 16 us at a time (WaitPolicy::latency), and the host thread drives
+// the MPI proxy, so every WG slot computes.
 //
 // Calls alternate buffer halves (epoch parity). A rank starts call e + 2, and so rewrites the half
-// of call e, only after it has reduced call e + 1, i.e. seen every peer's call e + 1 partials: each
-// peer had then finished call e, its reads of this rank's half included.
-#include <chrono>
-
+// of call e, only after its final reduces of call e + 1, which needed every rank's call e + 1
+// partials (directly, or through a node sum): each rank had then finished call e, reads included.
 #include "collectives/reduce.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_impl.hpp"
 
 namespace tilecomm::detail {
+namespace {
+
+enum class Kind : std::size_t { Compute, NodeReduce, Final };
+
+}  // namespace
 
 struct GemvAllReduceImpl::OneShotCall {
   FusedPlan& plan;
   GemvWeights w;
   const float* x;
   float* y;
-  std::vector<int> off_node;  // off-node peers, in the rotated destination order
+  bool node_sums = false;     // several nodes, and this node has several ranks
+  std::vector<int> peers_of;  // other nodes, rotated to start after this one
+  std::size_t task(Kind kind, std::size_t b, std::size_t blocks) const {
+    return static_cast<std::size_t>(kind) * blocks + b;
+  }
 };
+
+int GemvAllReduceImpl::leader(int node, std::size_t b) const {
+  const std::vector<int>& ranks = topo.node_ranks[node];
+  return ranks[b % ranks.size()];
+}
+
+void GemvAllReduceImpl::one_shot_send(const WorkgroupContext& wg, const OneShotCall& call,
+                                      const float* block, std::size_t b) {
+  for (int n : call.peers_of)
+    call.plan.send(wg, block, static_cast<int>(rows(b)), MPI_FLOAT, leader(n, b),
+                   static_cast<int>(b), static_cast<std::int64_t>(b),
+                   static_cast<std::int64_t>(rows(b) * sizeof(float)));
+}
 
 void GemvAllReduceImpl::one_shot_compute(const WorkgroupContext& wg, const OneShotCall& call,
                                          std::size_t b) {
@@ -39,59 +69,108 @@ void GemvAllReduceImpl::one_shot_compute(const WorkgroupContext& wg, const OneSh
   const int me = topo.rank, my_local = topo.local_rank;
   float* mine = partials(my_local, plan.parity(), me) + row0(b);
   gemv_tile(call.w, call.x, mine, b);
-  const auto bytes = static_cast<std::int64_t>(rows(b) * sizeof(float));
   plan.release(wg, partial_flags[my_local], static_cast<std::size_t>(me) * blocks + b, me,
-               static_cast<std::int64_t>(b), bytes);
-  for (int q : call.off_node)
-    plan.send(wg, mine, static_cast<int>(rows(b)), MPI_FLOAT, q, static_cast<int>(b),
-              static_cast<std::int64_t>(b), bytes);
+               static_cast<std::int64_t>(b), static_cast<std::int64_t>(rows(b) * sizeof(float)));
+  if (!call.node_sums) one_shot_send(wg, call, mine, b);  // alone on my node: my partial goes out
 }
 
-void GemvAllReduceImpl::one_shot_reduce(const WorkgroupContext& wg, const OneShotCall& call,
-                                        std::size_t b) {
+void GemvAllReduceImpl::one_shot_node_reduce(const WorkgroupContext& wg, const OneShotCall& call,
+                                             std::size_t b) {
   const FusedPlan& plan = call.plan;
-  const int p = topo.size, my_local = topo.local_rank;
-  const float* on_stack[64];
-  std::vector<const float*> on_heap;
-  const float** sources = p <= 64 ? on_stack : (on_heap.resize(p), on_heap.data());
-  for (int s = 0; s < p; ++s) {
-    // An on-node rank's partial is read in its own segment; an off-node one was received into mine.
-    const int at = topo.on_node(s) ? topo.local_of[s] : my_local;
+  const std::vector<int>& mine = topo.node_ranks[topo.node];
+  std::vector<const float*> sources(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const int s = mine[i], at = topo.local_of[s];
     plan.await(wg, s, partial_flags[at], static_cast<std::size_t>(s) * blocks + b,
                "GemvAllReduce (one-shot): partial (source rank * blocks + block)");
-    sources[s] = partials(at, plan.parity(), s) + row0(b);
+    sources[i] = partials(at, plan.parity(), s) + row0(b);
   }
-  reduce_n(call.y + row0(b), reinterpret_cast<const void* const*>(sources), p, rows(b),
-           DataType::Float32, ReduceOp::Sum);  // rank order, as every mode
+  float* sum = reduced(topo.local_rank, plan.parity()) + row0(b);
+  reduce_n(sum, reinterpret_cast<const void* const*>(sources.data()),
+           static_cast<int>(sources.size()), rows(b), DataType::Float32, ReduceOp::Sum);
+  reduced_flags[topo.local_rank].signal(b, plan.epoch());
+  wg.mark("node sum", static_cast<std::int64_t>(b), topo.rank);
+  one_shot_send(wg, call, sum, b);
+}
+
+void GemvAllReduceImpl::one_shot_final(const WorkgroupContext& wg, const OneShotCall& call,
+                                       std::size_t b) {
+  const FusedPlan& plan = call.plan;
+  const char* what = "GemvAllReduce (one-shot): partial or node sum (source * blocks + block)";
+  std::vector<const float*> sources;
+  for (int n = 0; n < topo.num_nodes; ++n) {
+    const int lead = leader(topo.node, b), at = topo.local_of[lead];
+    if (n != topo.node) {  // node n's sum, received by this node's leader of b
+      const int first = topo.node_ranks[n][0];
+      const std::size_t idx = static_cast<std::size_t>(first) * blocks + b;
+      // An off-node leader of mine is impossible; a leader that is me waits through the proxy.
+      plan.await(wg, lead == topo.rank ? leader(n, b) : lead, partial_flags[at], idx, what);
+      sources.push_back(partials(at, plan.parity(), first) + row0(b));
+    } else if (call.node_sums) {  // this node's sum, made by its leader of b
+      plan.await(wg, lead, reduced_flags[at], b, what);
+      sources.push_back(reduced(at, plan.parity()) + row0(b));
+    } else {  // every partial of this node, in rank order
+      for (int s : topo.node_ranks[n]) {
+        const int sl = topo.local_of[s];
+        plan.await(wg, s, partial_flags[sl], static_cast<std::size_t>(s) * blocks + b, what);
+        sources.push_back(partials(sl, plan.parity(), s) + row0(b));
+      }
+    }
+  }
+  reduce_n(call.y + row0(b), reinterpret_cast<const void* const*>(sources.data()),
+           static_cast<int>(sources.size()), rows(b), DataType::Float32, ReduceOp::Sum);
   wg.mark("block reduced", static_cast<std::int64_t>(b), topo.rank);
 }
 
 void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
-  const auto start = std::chrono::steady_clock::now();
   FusedPlan plan(ctx);
-  plan.set_wait(WaitPolicy::latency(last_one_shot_us));
-  OneShotCall call{plan, w, x, y, {}};
-  for (int q : ctx.destination_order(true))
-    if (plan.dest(q) == FusedPlan::Dest::OffNode) call.off_node.push_back(q);
+  plan.set_wait(WaitPolicy::latency());
+  plan.proxy_on_host();
+  OneShotCall call{plan, w, x, y};
+  call.node_sums = ctx.spans_nodes() && topo.local_size > 1;
+  for (int i = 1; i < topo.num_nodes; ++i)
+    call.peers_of.push_back((topo.node + i) % topo.num_nodes);
+
+  // Blocks this rank sends off-node: all of them when alone on its node, else those it leads.
+  const int me = topo.rank, my_local = topo.local_rank;
+  auto leads = [&](std::size_t b) { return leader(topo.node, b) == me; };
+  const std::size_t lag = ctx.wg_slots();
+  std::vector<std::size_t> node_reduces;
   for (std::size_t b = 0; b < blocks; ++b)
-    plan.add(b);
-  for (std::size_t b = 0; b < blocks; ++b)
-    plan.add(blocks + b);
-  const int my_local = topo.local_rank;
-  for (int s : ctx.source_order())
-    if (plan.dest(s) == FusedPlan::Dest::OffNode)
-      for (std::size_t b = 0; b < blocks; ++b)
-        plan.expect_recv(partials(my_local, plan.parity(), s) + row0(b), static_cast<int>(rows(b)),
-                         MPI_FLOAT, s, static_cast<int>(b), partial_flags[my_local],
-                         static_cast<std::size_t>(s) * blocks + b);
-  for (std::size_t i = 0; i < call.off_node.size() * blocks; ++i)
-    plan.expect_send();
+    if (call.node_sums && leads(b)) node_reduces.push_back(b);
+  std::size_t next = 0;  // next node reduce to list
+  for (std::size_t b = 0; b < blocks; ++b) {
+    plan.add(call.task(Kind::Compute, b, blocks));
+    while (next < node_reduces.size() && node_reduces[next] + lag <= b)
+      plan.add(call.task(Kind::NodeReduce, node_reduces[next++], blocks));
+  }
+  for (; next < node_reduces.size(); ++next)
+    plan.add(call.task(Kind::NodeReduce, node_reduces[next], blocks));
+  plan.add(call.task(Kind::Final, 0, blocks));  // one WG reduces every block, in order
+
+  for (std::size_t b = 0; b < blocks && ctx.spans_nodes(); ++b) {
+    if (!leads(b)) continue;
+    for (int n : call.peers_of) {  // node n's sum (or its one rank's partial) of b
+      const int first = topo.node_ranks[n][0];
+      plan.expect_recv(partials(my_local, plan.parity(), first) + row0(b),
+                       static_cast<int>(rows(b)), MPI_FLOAT, leader(n, b), static_cast<int>(b),
+                       partial_flags[my_local], static_cast<std::size_t>(first) * blocks + b);
+      plan.expect_send();
+    }
+  }
   plan.run([&](const WorkgroupContext& wg, std::size_t t) {
-    if (t < blocks) return one_shot_compute(wg, call, t);
-    one_shot_reduce(wg, call, t - blocks);
+    const std::size_t b = t % blocks;
+    switch (static_cast<Kind>(t / blocks)) {
+      case Kind::Compute:
+        return one_shot_compute(wg, call, b);
+      case Kind::NodeReduce:
+        return one_shot_node_reduce(wg, call, b);
+      case Kind::Final:
+        for (std::size_t f = 0; f < blocks; ++f)
+          one_shot_final(wg, call, f);
+        return;
+    }
   });
-  last_one_shot_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace tilecomm::detail

@@ -1,6 +1,7 @@
 // GemvAllReduce: every mode equals an independent reference (plain loops + MPI_Allreduce), bitwise,
 // for uneven shapes, empty inputs, repeated calls with changing data, and stragglers; with float32
 // and bfloat16 weights (small integers: exact in both).
+#include <cstdlib>
 #include <cstring>
 
 #include "ops_test_util.hpp"
@@ -110,10 +111,16 @@ TEST(GemvAllReduce, FusedAlgorithmIsRefusedByOtherOperators) {
   }
 }
 
-// General floats: both fused protocols reduce every row in rank order, so they agree bitwise (the
-// small-integer tests above cannot tell orders apart).
+// General floats: two-shot reduces every row in rank order; one-shot in node order of node sums,
+// each in rank order — the same order when only the first node has several ranks (one node,
+// nodes of one rank, ...). Then they agree bitwise; the small-integer tests cannot tell orders
+// apart.
 TEST(GemvAllReduce, FusedProtocolsAgreeBitwiseOnRandomFloats) {
   Communicator comm(MPI_COMM_WORLD);
+  const char* node_size = std::getenv("TILECOMM_NODE_SIZE");  // pretend nodes of consecutive ranks
+  const int ns = node_size != nullptr ? std::atoi(node_size) : 0;
+  if (ns > 1 && comm.size() > ns + 1)
+    GTEST_SKIP() << "a node after the first has several ranks: the orders differ (documented)";
   Device dev(test_device_config());
   const int r = comm.rank();
   const std::size_t m = 3001, k = 37 + static_cast<std::size_t>(r);
