@@ -38,7 +38,10 @@ Mode parse_mode(std::string_view name);
 ///    steps.
 enum class FusedAlgorithm { Auto, OneShot, TwoShot };
 
+/// "auto", "one_shot" or "two_shot".
 std::string_view to_string(FusedAlgorithm algorithm) noexcept;
+/// The inverse of to_string; anything else raises Error(InvalidArgument) listing the names.
+FusedAlgorithm parse_fused_algorithm(std::string_view name);
 
 /// Knobs of the shaped mode.
 struct ShapedOptions {

@@ -100,7 +100,7 @@ void FusedPlan::run(const TaskFn& body) {
                                           body);
   if (proxy != nullptr && !proxy_wg) {
     try {
-      HostTimerSlack precise_sleeps;  // the proxy's 20 us sleeps, not 70
+      HostTimerSlack precise_sleeps;  // the proxy's sleeps as asked, not 50 us longer
       // Beside a latency-bound call's WGs, which poll MPI while they wait, the host's polls back
       // off (20 -> 160 us): a rank's every wake-up is CPU its compute, or another rank's, lacks.
       proxy->run(nullptr, proxy_on_host_ ? WaitPolicy{{},

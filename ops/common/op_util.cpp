@@ -35,6 +35,13 @@ std::string_view to_string(FusedAlgorithm algorithm) noexcept {
   return "?";
 }
 
+FusedAlgorithm parse_fused_algorithm(std::string_view name) {
+  for (FusedAlgorithm a : {FusedAlgorithm::Auto, FusedAlgorithm::OneShot, FusedAlgorithm::TwoShot})
+    if (name == to_string(a)) return a;
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("fused_algorithm '{}' is not one of: auto, one_shot, two_shot", name));
+}
+
 Mode parse_mode(std::string_view name) {
   for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused})
     if (name == to_string(m)) return m;

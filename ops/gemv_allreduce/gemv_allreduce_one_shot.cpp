@@ -126,7 +126,7 @@ void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
   FusedPlan plan(ctx);
   plan.set_wait(WaitPolicy::latency());
   plan.proxy_on_host();
-  OneShotCall call{plan, w, x, y};
+  OneShotCall call{plan, w, x, y, false, {}};
   call.node_sums = ctx.spans_nodes() && topo.local_size > 1;
   for (int i = 1; i < topo.num_nodes; ++i)
     call.peers_of.push_back((topo.node + i) % topo.num_nodes);

@@ -139,13 +139,16 @@ void bind_gemv(py::module_& m) {
 GEMV + AllReduce (tensor-parallel decode): rank r holds W_r [m x k_local] and x_r [k_local];
 run() gives every rank y = sum over r of W_r x_r [m]. Built collectively; m must agree on every
 rank (k_local may differ). Options: tile (rows per tile, 0 = default), algorithm (collective of the
-sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks.
+sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_algorithm ("auto",
+"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output).
 )doc");
   cls.def(py::init([](const PyCommunicator& comm, const PyDevice& device, std::size_t m,
                       std::size_t k_local, std::size_t tile, const std::string& algorithm,
-                      bool remote_first, int free_cus, int chunks) {
+                      bool remote_first, int free_cus, int chunks,
+                      const std::string& fused_algorithm) {
             auto p = std::make_shared<PyGemv>(comm, device, "GemvAllReduce");
-            const OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks);
+            OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks);
+            o.fused_algorithm = parse_fused_algorithm(fused_algorithm);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<GemvAllReduce>(c, d, m, k_local, o);
             });
@@ -153,7 +156,8 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks.
           }),
           py::arg("comm"), py::arg("device"), py::arg("m"), py::arg("k_local"), py::kw_only(),
           py::arg("tile") = 0, py::arg("algorithm") = "", py::arg("remote_first") = true,
-          py::arg("shaped_free_cus") = 1, py::arg("shaped_chunks") = 4)
+          py::arg("shaped_free_cus") = 1, py::arg("shaped_chunks") = 4,
+          py::arg("fused_algorithm") = "auto")
       .def(
           "run",
           [](PyGemv& self, py::handle w_obj, py::handle x_obj, py::object y_obj,
@@ -178,7 +182,10 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks.
           "None (new array). Returns y.")
       .def_property_readonly("m", [](const PyGemv& p) { return p.get().m(); })
       .def_property_readonly("k_local", [](const PyGemv& p) { return p.get().k_local(); })
-      .def_property_readonly("tile_rows", [](const PyGemv& p) { return p.get().tile_rows(); });
+      .def_property_readonly("tile_rows", [](const PyGemv& p) { return p.get().tile_rows(); })
+      .def_property_readonly("fused_algorithm", [](const PyGemv& p) {
+        return std::string(to_string(p.get().fused_algorithm()));
+      });
   add_lifetime(cls);
 }
 

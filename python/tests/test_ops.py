@@ -29,6 +29,20 @@ def test_gemv_allreduce(comm, device, mode, m, tile):
         np.testing.assert_array_equal(given, ref)
 
 
+@pytest.mark.parametrize("algo", ["one_shot", "two_shot"])
+def test_gemv_fused_algorithms(comm, device, algo):
+    m = 301
+    ref = sum(w @ x for w, x in (gemv_inputs(r, m) for r in range(comm.size)))
+    w, x = gemv_inputs(comm.rank, m)
+    with tilecomm.GemvAllReduce(comm, device, m, w.shape[1], fused_algorithm=algo) as op:
+        assert op.fused_algorithm == algo
+        np.testing.assert_array_equal(op.run(w, x, mode="fused"), ref)
+    with tilecomm.GemvAllReduce(comm, device, m, w.shape[1]) as op:
+        assert op.fused_algorithm == "one_shot"  # auto: small output
+    with pytest.raises(tilecomm.Error, match="fused_algorithm 'three_shot' is not one of"):
+        tilecomm.GemvAllReduce(comm, device, m, w.shape[1], fused_algorithm="three_shot")
+
+
 def test_gemv_errors(comm, device):
     m = 16
     w, x = gemv_inputs(comm.rank, m)
