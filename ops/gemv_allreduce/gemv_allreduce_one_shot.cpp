@@ -82,7 +82,7 @@ void GemvAllReduceImpl::one_shot_node_reduce(const WorkgroupContext& wg, const O
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const int s = mine[i], at = topo.local_of[s];
     plan.await(wg, s, partial_flags[at], static_cast<std::size_t>(s) * blocks + b,
-               "GemvAllReduce (one-shot): partial (source rank * blocks + block)");
+               "GemvAllReduce: partial (one-shot node sum; source rank * blocks + block)");
     sources[i] = partials(at, plan.parity(), s) + row0(b);
   }
   float* sum = reduced(topo.local_rank, plan.parity()) + row0(b);
@@ -96,7 +96,7 @@ void GemvAllReduceImpl::one_shot_node_reduce(const WorkgroupContext& wg, const O
 void GemvAllReduceImpl::one_shot_final(const WorkgroupContext& wg, const OneShotCall& call,
                                        std::size_t b) {
   const FusedPlan& plan = call.plan;
-  const char* what = "GemvAllReduce (one-shot): partial or node sum (source * blocks + block)";
+  const char* what = "GemvAllReduce: partial or node sum (one-shot; source * blocks + block)";
   std::vector<const float*> sources;
   for (int n = 0; n < topo.num_nodes; ++n) {
     const int lead = leader(topo.node, b), at = topo.local_of[lead];
