@@ -101,15 +101,7 @@ void FusedPlan::run(const TaskFn& body) {
   if (proxy != nullptr && !proxy_wg) {
     try {
       HostTimerSlack precise_sleeps;  // the proxy's sleeps as asked, not 50 us longer
-      // Beside a latency-bound call's WGs, which poll MPI while they wait, the host's polls back
-      // off (20 -> 160 us): a rank's every wake-up is CPU its compute, or another rank's, lacks.
-      proxy->run(nullptr, proxy_on_host_ ? WaitPolicy{{},
-                                                      {},
-                                                      std::chrono::microseconds(20),
-                                                      std::chrono::microseconds(160),
-                                                      1,
-                                                      1}
-                                         : Proxy::kProgressPolicy);
+      proxy->run(nullptr, proxy_on_host_ ? Proxy::kHostBackoffPolicy : Proxy::kProgressPolicy);
     } catch (...) {
       try {  // the kernel's own error, if any, is secondary to the proxy's
         ctx_.compute_stream.synchronize();

@@ -76,6 +76,13 @@ std::vector<int> OpContext::destination_order(bool remote_first) const {
   return order;
 }
 
+std::size_t OpContext::tag_upper_bound() const {
+  void* tag_ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm.mpi, MPI_TAG_UB, &tag_ub, &found);
+  return found ? static_cast<std::size_t>(*static_cast<int*>(tag_ub)) : 32767;
+}
+
 std::vector<int> OpContext::source_order() const {
   std::vector<int> order;
   for (int i = 1; i < topo.size; ++i)

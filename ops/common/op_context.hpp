@@ -89,6 +89,9 @@ class OpContext {
   /// Every other rank once, in the order their tiles are expected to arrive under the rotated
   /// destination order: rank - 1 first (its first destination is this rank), then rank - 2, ...
   std::vector<int> source_order() const;
+  /// The largest MPI tag the fused kernel may use on `mpi` (MPI_TAG_UB; 32767, the standard's
+  /// minimum, if the attribute is missing).
+  std::size_t tag_upper_bound() const;
   /// WG slots of the device (CUs x slots per CU).
   std::size_t wg_slots() const;
   /// True when some peers are reached over MPI (the fused kernel then has a proxy).

@@ -65,6 +65,11 @@ class Proxy {
   /// 1 us); polling 3x as often took CPU from compute on oversubscribed nodes.
   static inline const WaitPolicy kProgressPolicy =
       WaitPolicy::fixed_sleep(std::chrono::microseconds(60));
+  /// The host's pace when it drives the proxy beside a latency-bound call's WGs, which poll MPI
+  /// while they wait: sleeps back off 20 -> 160 us, since every wake-up is CPU that this rank's
+  /// compute, or another rank's, lacks.
+  static inline const WaitPolicy kHostBackoffPolicy{
+      {}, {}, std::chrono::microseconds(20), std::chrono::microseconds(160), 1, 1};
   /// From the host, when the compute kernel of the call failed: run() cancels the requests still
   /// pending (MPI_Cancel, so no receive lands in the caller's output later) and returns.
   void abort();

@@ -56,10 +56,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
             "MPI_Allreduce");
   max_out_all = out_max;
   max_row_blocks = (max_out_all + tile_rows - 1) / tile_rows;
-  void* tag_ub = nullptr;
-  int found = 0;
-  MPI_Comm_get_attr(ctx.comm.mpi, MPI_TAG_UB, &tag_ub, &found);
-  const std::size_t ub = found ? static_cast<std::size_t>(*static_cast<int*>(tag_ub)) : 32767;
+  const std::size_t ub = ctx.tag_upper_bound();
   if (experts() * std::max<std::size_t>(max_row_blocks, 1) * col_blocks > ub)
     ctx.invalid(
         fmt::format("{} experts x {} row blocks x {} column blocks exceed MPI's tag range "

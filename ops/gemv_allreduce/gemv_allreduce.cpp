@@ -69,14 +69,10 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
              static_cast<long long>(ctx.options.fused_algorithm)});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (m + tile - 1) / tile;
-  if (ctx.spans_nodes()) {  // fused tags: a block (partial) and blocks + block (reduced)
-    int* tag_ub = nullptr;
-    int found = 0;
-    MPI_Comm_get_attr(ctx.comm.mpi, MPI_TAG_UB, &tag_ub, &found);
-    if (found && tag_ub != nullptr && 2 * blocks > static_cast<std::size_t>(*tag_ub))
-      ctx.invalid(fmt::format("tile = {} gives {} row blocks: more than MPI_TAG_UB = {} / 2 allows",
-                              tile, blocks, *tag_ub));
-  }
+  // Fused tags across nodes: a block (partial) and blocks + block (reduced).
+  if (ctx.spans_nodes() && 2 * blocks > ctx.tag_upper_bound())
+    ctx.invalid(fmt::format("tile = {} gives {} row blocks: more than MPI_TAG_UB = {} / 2 allows",
+                            tile, blocks, ctx.tag_upper_bound()));
   partial.resize(m);
   map_fused_segment();
 }
