@@ -32,7 +32,7 @@ void compute_only(GemvAllReduce& op, const float* w, const float* x, float* part
 void collective_only(GemvAllReduce& op, const float* partial, float* y);
 
 /// Embedding: the pooling kernel of sequential mode into its per-destination send buffer of
-/// send_elems(op) floats (collective: the per-call argument agreement).
+/// send_elems(op) floats (collective in verify mode only: the per-call argument agreement).
 void compute_only(EmbeddingAllToAll& op, std::span<const float* const> tables,
                   std::span<const EmbeddingBags> bags, float* send);
 /// Embedding: the All-to-Allv and reshape of sequential mode from `send` into `out`.
@@ -41,7 +41,7 @@ void collective_only(EmbeddingAllToAll& op, const float* send, float* out);
 std::size_t send_elems(const EmbeddingAllToAll& op);
 
 /// MoE: the expert GEMMs of sequential mode into the context's send buffer (collective: the
-/// per-call routing exchange).
+/// per-call routing exchange in verify mode only).
 void compute_only(GemmAllToAll& op, std::span<const float* const> weights, const float* x,
                   std::span<const std::size_t> recv_counts,
                   std::span<const std::size_t> send_counts);

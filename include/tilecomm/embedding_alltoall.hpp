@@ -35,8 +35,12 @@ enum class Pooling { Sum, Mean };
 /// A context for one shape. Tables are numbered globally in rank order: rank 0's tables first.
 /// The global batch is split into contiguous slices, the first (batch % ranks) ranks one bag more.
 /// Created collectively; dim, global_batch and pooling must agree on every rank, else every rank
-/// raises Error(Mismatch). Calls to run() are collective and ordered like collectives. `comm` and
-/// `device` must outlive the context.
+/// raises Error(Mismatch). Calls to run() are collective and ordered like collectives, but they do
+/// not synchronise the ranks: outside verify mode a call sends nothing before its tiles, and in
+/// fused mode a rank may run up to two calls ahead of an on-node peer it only sends to (further
+/// ahead of off-node ones: MPI keeps the messages in order). `comm` and `device` must outlive the
+/// context. Fused mode keeps two inbox halves of local_batch x num_tables x dim floats per rank
+/// in the node's shared segment.
 class EmbeddingAllToAll {
  public:
   /// `table_rows`: rows of each table this rank owns (may be empty).
@@ -48,8 +52,12 @@ class EmbeddingAllToAll {
   /// out[b][t][:] (shape [local_batch x num_tables x dim]) = pooled vector of bag batch_begin()+b
   /// of global table t. `tables[i]` is local table i ([rows_i x dim] row-major), `bags[i]` its
   /// bags. Out-of-range indices, bad offsets or sizes raise Error(InvalidArgument) naming the table
-  /// and bag on the rank that passed them, and Error(InvalidArgument) naming that rank on the
-  /// others. All modes give bitwise-identical results (each pooled vector is computed the same
+  /// and bag on the rank that passed them, before it communicates. In verify mode
+  /// (CommConfig::check, TILECOMM_CHECK=1) every call first agrees across ranks (one small
+  /// allreduce) and the others raise Error(InvalidArgument) naming that rank; otherwise they wait
+  /// for its tiles and end in Error(Timeout) after the communicator's deadline. Nothing else can
+  /// differ across ranks per call (every block's shape is fixed at construction), so nothing else
+  /// is checked. All modes give bitwise-identical results (each pooled vector is computed the same
   /// way).
   void run(std::span<const float* const> tables, std::span<const EmbeddingBags> bags, float* out,
            Mode mode);

@@ -27,11 +27,33 @@ struct GemmAllToAllImpl;
 /// (the order of its dispatch buffer). Counts may be uneven and zero.
 ///
 /// Created collectively; K, N and the tiling must agree on every rank, else every rank raises
-/// Error(Mismatch). Calls to run() are collective and ordered like collectives. `comm` and
-/// `device` must outlive the context. Per call the routing counts are checked across ranks (one
-/// small allgather):
-/// a source's send count that differs from what the expert's owner expects raises the same
-/// Error(Mismatch) naming both ranks, the expert and both counts on every rank.
+/// Error(Mismatch). Calls to run() are collective and ordered like collectives, but outside verify
+/// mode they do not synchronise the ranks. `comm` and `device` must outlive the context.
+///
+/// Routing counts that disagree (a source's send_counts[g] != the owner's recv_counts for it):
+///  - Verify mode (CommConfig::check, TILECOMM_CHECK=1): every call first exchanges every rank's
+///    counts (one small allgather); every rank raises the same Error(Mismatch) naming both ranks,
+///    the expert and both counts, in every mode; bad arguments are named on every rank too.
+///  - Otherwise, on this rank alone before anything moves (no communication): its count to its own
+///    expert against that expert's count from itself, and the rows its experts expect from each
+///    rank against that rank's max_rows_out (Error(Mismatch); the context stays usable, the peers
+///    end in Error(Timeout)); a bad argument raises Error(InvalidArgument) here only, likewise.
+///  - Otherwise, fused mode: per call each pair of ranks exchanges a header with the counts it
+///    shares (2 x the most experts of a rank words; on a node a store and a flag, across nodes one
+///    MPI message per pair and direction, both sent first in the call), and a rank checks a peer's
+///    header before it trusts any of its tiles. A disagreement raises Error(Mismatch), worded as
+///    above, on both ranks of the pair and fails the context; other ranks may finish or end in
+///    Error(Timeout). Exception: across nodes, when a receiver expects fewer rows for an expert
+///    than the owner sends and both fall in one partial tile, that longer MPI message may land
+///    before the header is checked and the receiver raises Error(MpiError) (truncation) instead.
+///    Since every pair exchanges a header, a rank's call ends only once every peer has begun it.
+///  - Otherwise, sequential and shaped modes: their alltoallv does not check counts (a Timeout,
+///    an MPI error or wrong rows).
+///
+/// Fused mode keeps, per rank in the node's shared segment, two inbox halves of (ranks on the
+/// node - 1) x min(largest max_rows_in, largest max_rows_out) x N floats: an owner does not know
+/// where its rows go in a source's y without the call's counts of every rank, so each on-node owner
+/// has its own slot there, and the source copies the rows into place.
 /// All modes compute the same tiles with the same BLAS calls (only the destination differs), so
 /// they agree bitwise.
 class GemmAllToAll {

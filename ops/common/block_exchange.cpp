@@ -1,47 +1,99 @@
 #include "ops/common/block_exchange.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
+
+#include "runtime/wait.hpp"
 
 namespace tilecomm::detail {
 
-void BlockExchange::reserve(SegmentLayout& layout, std::size_t flags, std::size_t inbox_floats) {
+void BlockExchange::reserve(SegmentLayout& layout, int ranks, std::size_t flags,
+                            std::size_t inbox_floats, std::size_t header_words) {
+  ranks_ = static_cast<std::size_t>(ranks);
   flag_count_ = flags;
-  flags_offset_ = layout.add(TileFlags::bytes_for(flags));
-  inbox_offset_ = layout.add(inbox_floats * sizeof(float));
+  inbox_floats_ = inbox_floats;
+  header_words_ = header_words;
+  flags_offset_ = layout.add(TileFlags::bytes_for(flags + ranks_ + 1));
+  inbox_offset_ = layout.add(2 * inbox_floats * sizeof(float));
+  header_offset_ = layout.add(2 * ranks_ * header_words * sizeof(std::uint64_t));
 }
 
 void BlockExchange::bind(OpContext& ctx, std::size_t ld, const char* what) {
   ctx_ = &ctx;
   ld_ = ld;
   what_ = what;
-  flags_ = ctx.flags_at(flags_offset_, flag_count_);
+  flags_ = ctx.flags_at(flags_offset_, flag_count_ + ranks_ + 1);
+  header_what_ =
+      fmt::format("{}: per-call header (flag {} + source rank)", ctx.info.name, flag_count_);
+  header_out_.assign(ranks_ * header_words_, 0);
+  checked_ = std::make_unique<std::atomic<std::uint32_t>[]>(ranks_);
 }
 
 void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals,
-                        float* out, const Compute& compute) {
+                        float* out, const Compute& compute, const PeerHeaders* headers) {
+  ctx_->tiles_moving();
   FusedPlan plan(*ctx_);
-  const int my_local = ctx_->topo.local_rank;
-  staged_.assign(produced.size(), 0);
-  for (std::size_t i = 0; i < produced.size(); ++i) {
+  const int p = ctx_->topo.size, me = ctx_->topo.rank, my_local = ctx_->topo.local_rank;
+  if (header_words_ == 0) headers = nullptr;
+  // Tasks: [0, np) produced, [np, np + na) arrivals, then per peer a header send and a check.
+  const std::size_t np = produced.size(), na = arrivals.size();
+  const std::size_t send_headers = np + na, check_headers = send_headers + p;
+  if (headers != nullptr)
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      plan.add(send_headers + q);
+      if (plan.dest(q) != FusedPlan::Dest::OffNode) continue;
+      plan.expect_send();
+      plan.expect_recv(header_slot(my_local, plan.parity(), q), static_cast<int>(header_words_),
+                       MPI_UINT64_T, q, static_cast<int>(header_tag()), flags_[my_local],
+                       header_flag(q));
+    }
+  staged_.assign(np, 0);
+  for (std::size_t i = 0; i < np; ++i) {
     plan.add(i);
     if (plan.dest(produced[i].peer) == FusedPlan::Dest::OffNode) {
       staged_[i] = plan.stage(produced[i].block.floats());
       plan.expect_send();
     }
   }
-  for (std::size_t j = 0; j < arrivals.size(); ++j) {
-    plan.add(produced.size() + j);
+  for (std::size_t j = 0; j < na; ++j) {
+    plan.add(np + j);
     const BlockRoute& a = arrivals[j];
     if (plan.dest(a.peer) == FusedPlan::Dest::OffNode)
       plan.expect_recv(out + a.block.offset, 1, ctx_->block_type(a.block.rows, a.block.cols, ld_),
                        a.peer, static_cast<int>(a.flag), flags_[my_local], a.flag);
   }
+  if (headers != nullptr)
+    for (int q = 0; q < p; ++q)
+      if (q != me) plan.add(check_headers + q);
   plan.run([&](const WorkgroupContext& wg, std::size_t task) {
-    if (task < produced.size())
+    if (task < np)
       produce(wg, plan, task, produced[task], staged_[task], out, compute);
+    else if (task < send_headers)
+      arrive(wg, plan, arrivals[task - np], out, headers);
+    else if (task < check_headers)
+      send_header(wg, plan, static_cast<int>(task - send_headers), *headers);
     else
-      arrive(wg, plan, arrivals[task - produced.size()], out);
+      check_header(wg, plan, static_cast<int>(task - check_headers), *headers);
   });
+  // Every arrival of this call has been copied out of this rank's inbox half (and its headers
+  // read): producers may store the call after next there.
+  flags_[my_local].signal(done_flag(), plan.epoch());
+}
+
+void BlockExchange::await_released(int local, int peer, std::uint32_t epoch) const {
+  const TileFlags& flags = flags_[local];
+  const std::uint32_t read = epoch - 2;  // modulo 2^32, as flags compare: epochs 1, 2 pass
+  if (flags.test(done_flag(), read)) return;
+  wait_until([&] { return flags.test(done_flag(), read); }, ctx_->comm.timeout_s,
+             [&] {
+               return fmt::format(
+                   "{}: on-node rank {} has not finished reading its inbox of call {} (its done "
+                   "flag holds "
+                   "{}), so call {} cannot store there",
+                   ctx_->info.name, peer, read, flags.load(done_flag()), epoch);
+             });
 }
 
 void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
@@ -56,7 +108,8 @@ void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, s
       return;
     case FusedPlan::Dest::OnNode: {
       const int local = ctx_->topo.local_of[route.peer];
-      compute(i, inbox(local) + b.offset, ld_);
+      await_released(local, route.peer, plan.epoch());
+      compute(i, inbox(local, plan.parity()) + route.inbox, ld_);
       plan.release(wg, flags_[local], route.flag, route.peer, tile, bytes);
       return;
     }
@@ -71,14 +124,54 @@ void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, s
 }
 
 void BlockExchange::arrive(const WorkgroupContext& wg, const FusedPlan& plan,
-                           const BlockRoute& route, float* out) {
+                           const BlockRoute& route, float* out, const PeerHeaders* headers) {
   const int my_local = ctx_->topo.local_rank;
+  if (headers != nullptr) check_header(wg, plan, route.peer, *headers);
   plan.await(wg, route.peer, flags_[my_local], route.flag, what_);
   if (plan.dest(route.peer) != FusedPlan::Dest::OnNode) return;  // the proxy received it in place
   const Block& b = route.block;
-  const float* src = inbox(my_local);
+  const float* src = inbox(my_local, plan.parity()) + route.inbox;
   for (std::size_t r = 0; r < b.rows; ++r)
-    std::memcpy(out + b.offset + r * ld_, src + b.offset + r * ld_, b.cols * sizeof(float));
+    std::memcpy(out + b.offset + r * ld_, src + r * ld_, b.cols * sizeof(float));
+}
+
+void BlockExchange::send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
+                                const PeerHeaders& headers) {
+  const int me = ctx_->topo.rank;
+  const auto bytes = static_cast<std::int64_t>(header_words_ * sizeof(std::uint64_t));
+  if (plan.dest(peer) == FusedPlan::Dest::OnNode) {
+    const int local = ctx_->topo.local_of[peer];
+    await_released(local, peer, plan.epoch());
+    headers.fill(peer, header_slot(local, plan.parity(), me));
+    plan.release(wg, flags_[local], header_flag(me), peer, -1, bytes);
+  } else {
+    std::uint64_t* words = header_out_.data() + static_cast<std::size_t>(peer) * header_words_;
+    headers.fill(peer, words);
+    plan.send(wg, words, static_cast<int>(header_words_), MPI_UINT64_T, peer,
+              static_cast<int>(header_tag()), -1, bytes);
+  }
+}
+
+void BlockExchange::check_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
+                                 const PeerHeaders& headers) {
+  const std::uint32_t epoch = plan.epoch();
+  if (checked_[peer].load(std::memory_order_acquire) == epoch) return;
+  const int my_local = ctx_->topo.local_rank;
+  const TileFlags& flags = flags_[my_local];
+  if (plan.dest(peer) == FusedPlan::Dest::OnNode) {
+    if (!flags.test(header_flag(peer), epoch))
+      wait_until([&] { return flags.test(header_flag(peer), epoch); }, ctx_->comm.timeout_s,
+                 [&] {
+                   return fmt::format(
+                       "{}: the per-call header of on-node rank {} for call {} did not arrive "
+                       "(its flag holds {})",
+                       ctx_->info.name, peer, epoch, flags.load(header_flag(peer)));
+                 });
+  } else {
+    plan.await(wg, peer, flags, header_flag(peer), header_what_.c_str());
+  }
+  headers.check(peer, header_slot(my_local, plan.parity(), peer));
+  checked_[peer].store(epoch, std::memory_order_release);
 }
 
 }  // namespace tilecomm::detail

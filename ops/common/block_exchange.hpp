@@ -1,19 +1,37 @@
 #pragma once
 // The fused form of an All-to-All(v) of result blocks, for operators whose every tile ends up in
 // one rank's output (EmbeddingAllToAll, GemmAllToAll). A produced block is computed straight into
-// where it is going: this rank's output; an on-node rank's inbox (a region of its symmetric segment
-// laid out like its output), then a release flag; or, for an off-node rank, staging the proxy
-// sends, which that rank's proxy receives straight into its output (a strided MPI datatype). An
-// arriving block is waited for by its flag and, from an on-node rank, copied from the inbox into
-// the output.
+// where it is going: this rank's output; an on-node rank's inbox (a region of its symmetric
+// segment), then a release flag; or, for an off-node rank, staging the proxy sends, which that
+// rank's proxy receives straight into its output (a strided MPI datatype). An arriving block is
+// waited for by its flag and, from an on-node rank, copied from the inbox into the output.
 //
-// One inbox per rank suffices only when no rank can start call i+1's stores while a peer still
-// reads call i's inbox: the operators using this begin each call with a collective (their argument
-// or routing agreement), which orders calls.
+// Calls do not begin with a collective, so a rank may run ahead of a peer. What keeps that safe:
+//  - Inboxes and headers are double-buffered by epoch parity (FusedPlan::parity()). Each segment
+//    holds a done flag: the epoch of the last call whose inbox and headers that rank has finished
+//    reading. A producer about to store into on-node rank L's half for epoch e first waits until
+//    done(L) >= e - 2 (normally already true: one load). Having received all its own blocks of
+//    call e - 1 would not prove it: with All-to-Allv some pairs exchange nothing in a call.
+//  - Flags hold epochs and a wait is for >= the call's epoch: a flag already raised by the
+//    producer's next call satisfies it too, and that call's block is in the other half.
+//  - Off-node blocks are MPI messages on the context's private communicator with tag = the block's
+//    flag index (headers: header_tag()). In a call a rank sends at most one message per
+//    (destination, tag) and posts at most one receive per (source, tag), and it posts a call's
+//    receives only after the previous call's have completed; by MPI's non-overtaking rule the i-th
+//    message of a (source, tag) then meets the i-th receive, so consecutive calls cannot collide
+//    while both sides agree on which blocks move. Where that can differ per call (GemmAllToAll's
+//    routing counts) the operator passes PeerHeaders: every pair exchanges one header per call in
+//    each direction and each side checks it before it trusts a block of that peer, so a
+//    disagreement fails the call, and the context (OpContext::tiles_moving), on both ranks of the
+//    pair; a message left unmatched is never met by a later call.
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ops/common/fused_plan.hpp"
@@ -27,41 +45,80 @@ struct Block {
 };
 
 /// A block produced here for rank `peer`, or arriving here from rank `peer`. `flag` is its index
-/// in the destination's flags and its MPI tag.
+/// in the destination's flags and its MPI tag. `block.offset` is where it lands in the
+/// destination's output (for a produced block only read when the destination is this rank);
+/// `inbox` is where it lands in the destination's inbox half when it crosses between two on-node
+/// ranks (row stride ld as well).
 struct BlockRoute {
   int peer;
   Block block;
   std::size_t flag;
+  std::size_t inbox = 0;
+};
+
+/// Per-call headers between every pair of ranks, both functions called in WGs: `fill` writes the
+/// header_words words this rank sends `peer`; `check` reads the words `peer` sent and throws
+/// (Error(Mismatch)) when they disagree with this rank's own view of the call.
+struct PeerHeaders {
+  std::function<void(int peer, std::uint64_t* words)> fill;
+  std::function<void(int peer, const std::uint64_t* words)> check;
 };
 
 class BlockExchange {
  public:
-  /// Adds the exchange's regions to the operator's segment layout: `flags` flags and an inbox of
-  /// `inbox_floats`.
-  void reserve(SegmentLayout& layout, std::size_t flags, std::size_t inbox_floats);
-  /// After ctx.map_segment(): binds the regions; `ld` is the row stride of every rank's output;
-  /// `what` names an arriving block in timeout errors.
+  /// Adds the exchange's regions to the operator's segment layout: `flags` block flags (plus one
+  /// header flag per rank and the done flag), two inbox halves of `inbox_floats` each, and two
+  /// halves of `header_words` words per rank (0: the operator passes no PeerHeaders).
+  void reserve(SegmentLayout& layout, int ranks, std::size_t flags, std::size_t inbox_floats,
+               std::size_t header_words = 0);
+  /// After ctx.map_segment(): binds the regions; `ld` is the row stride of every rank's output
+  /// and inbox; `what` names an arriving block in timeout errors.
   void bind(OpContext& ctx, std::size_t ld, const char* what);
 
   /// Writes block `i` of `produced` to `dst` with row stride `ld`.
   using Compute = std::function<void(std::size_t i, float* dst, std::size_t ld)>;
-  /// One fused call. Tasks start in order: `produced` as given (an operator puts remote-bound
-  /// blocks first), then `arrivals`. Returns when every block has left and arrived.
+  /// One fused call. Tasks start in order: header sends, `produced` as given (an operator puts
+  /// remote-bound blocks first), `arrivals`, then header checks. With `headers`, an arrival
+  /// checks its source's header before it waits for the block. Returns when every block has left
+  /// and arrived.
   void run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals, float* out,
-           const Compute& compute);
+           const Compute& compute, const PeerHeaders* headers = nullptr);
+
+  /// MPI tag of the headers: one past the last block flag (the operator checks it fits MPI_TAG_UB).
+  std::size_t header_tag() const { return flag_count_; }
 
  private:
   void produce(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
                const BlockRoute& route, std::size_t staged, float* out, const Compute& compute);
   void arrive(const WorkgroupContext& wg, const FusedPlan& plan, const BlockRoute& route,
-              float* out);
-  float* inbox(int local) const { return ctx_->region(local, inbox_offset_); }
+              float* out, const PeerHeaders* headers);
+  void send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
+                   const PeerHeaders& headers);
+  void check_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
+                    const PeerHeaders& headers);
+  // Waits until on-node rank `peer` (local `local`) has finished reading the half call `epoch`
+  // stores into: its done flag >= epoch - 2.
+  void await_released(int local, int peer, std::uint32_t epoch) const;
+  float* inbox(int local, int half) const {
+    return ctx_->region(local, inbox_offset_) + half * inbox_floats_;
+  }
+  // The header `src` sent to on-node rank `local` for calls of parity `half`.
+  std::uint64_t* header_slot(int local, int half, int src) const {
+    return ctx_->region<std::uint64_t>(local, header_offset_) +
+           (static_cast<std::size_t>(half) * ranks_ + src) * header_words_;
+  }
+  std::size_t header_flag(int src) const { return flag_count_ + src; }
+  std::size_t done_flag() const { return flag_count_ + ranks_; }
 
   OpContext* ctx_ = nullptr;
-  std::size_t flags_offset_ = 0, flag_count_ = 0, inbox_offset_ = 0, ld_ = 0;
+  std::size_t ranks_ = 0, flags_offset_ = 0, flag_count_ = 0, inbox_offset_ = 0, inbox_floats_ = 0;
+  std::size_t header_offset_ = 0, header_words_ = 0, ld_ = 0;
   const char* what_ = "block";
-  std::vector<TileFlags> flags_;  // per on-node rank
+  std::string header_what_;
+  std::vector<TileFlags> flags_;  // per on-node rank: blocks, headers by source rank, done
   std::vector<std::size_t> staged_;
+  std::vector<std::uint64_t> header_out_;                  // [peer][word]: off-node headers sent
+  std::unique_ptr<std::atomic<std::uint32_t>[]> checked_;  // [peer]: epoch whose header matched
 };
 
 }  // namespace tilecomm::detail

@@ -120,10 +120,10 @@ void OpContext::note_failure(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    // Argument errors and agreed mismatches are raised on every rank before tiles move: the
-    // context stays usable after them.
-    if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Mismatch &&
-        e.code() != ErrorCode::InvalidUsage)
+    // Argument errors and mismatches raised before tiles move (every rank's in verify mode, this
+    // rank's own checks without it) leave the context usable; any error once they move does not.
+    if (tiles_moving_ || (e.code() != ErrorCode::InvalidArgument &&
+                          e.code() != ErrorCode::Mismatch && e.code() != ErrorCode::InvalidUsage))
       failure_ = e.what();
   } catch (const std::exception& e) {
     failure_ = e.what();

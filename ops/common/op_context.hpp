@@ -126,6 +126,7 @@ class OpContext {
   void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
                 Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
     refuse_if_failed();
+    tiles_moving_ = false;
     try {
       verify(mode, shape);
       if constexpr (std::is_same_v<decltype(validate()), bool>) {
@@ -146,6 +147,10 @@ class OpContext {
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
   /// Runs the shaped mode's chunk loop and waits for both streams.
   void run_shaped(const ShapedChunks& plan);
+  /// Called by a fused call before its first tile moves: from then on any error of the call (even
+  /// an InvalidArgument or a Mismatch one rank finds in a peer's header) leaves peers out of step,
+  /// so it fails the context.
+  void tiles_moving() { tiles_moving_ = true; }
 
  private:
   void verify(Mode mode, std::array<std::uint64_t, 3> shape);
@@ -155,6 +160,7 @@ class OpContext {
   void note_failure(std::exception_ptr error);
   void refuse_if_failed() const;
   std::string failure_;
+  bool tiles_moving_ = false;  // this call's tiles may have moved (tiles_moving())
 
   std::unique_ptr<SymmetricBuffer> segment_;
   std::unique_ptr<Proxy> proxy_;

@@ -86,7 +86,7 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
   send_buf.resize(send_offset[p]);
   recv_buf.resize(recv_offset[p]);
   SegmentLayout layout;
-  fused_exchange.reserve(layout, first_table[p] * max_blocks, most_bags * first_table[p] * dim);
+  fused_exchange.reserve(layout, p, first_table[p] * max_blocks, most_bags * first_table[p] * dim);
   ctx.map_segment(layout);
   fused_exchange.bind(ctx, first_table[p] * dim,
                       "EmbeddingAllToAll: tile (table * blocks + block)");
@@ -135,9 +135,16 @@ void EmbeddingAllToAllImpl::validate(std::span<const float* const> tables,
     error = "out is null";
   for (std::size_t t = 0; t < local_tables && error.empty(); ++t)
     error = table_error(t, tables[t], table_rows[t], bags[t], batch);
-  // Every rank learns whether any rank rejected its arguments, before any tile moves. Non-blocking
-  // with the communicator's deadline: a rank that never makes this call is a Timeout here, not a
-  // hang in a blocking MPI_Allreduce.
+  // Without verify mode nothing else is checked per call: shapes were agreed at construction, and
+  // a rank that rejects its own arguments raises here before any tile moves, while its peers wait
+  // for its tiles until the communicator's deadline (Error(Timeout)).
+  if (!ctx.comm.verifier.enabled()) {
+    if (!error.empty()) ctx.invalid(error);
+    return;
+  }
+  // Verify mode: every rank learns whether any rank rejected its arguments, before any tile moves.
+  // Non-blocking with the communicator's deadline: a rank that never makes this call is a Timeout
+  // here, not a hang in a blocking MPI_Allreduce.
   int bad_rank = error.empty() ? -1 : topo.rank;
   MPI_Request req = MPI_REQUEST_NULL;
   mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &bad_rank, 1, MPI_INT, MPI_MAX, ctx.mpi, &req),

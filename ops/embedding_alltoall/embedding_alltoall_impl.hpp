@@ -30,8 +30,9 @@ struct EmbeddingAllToAllImpl {
   std::size_t flag_of(std::size_t table, std::size_t bag0) const {
     return table * max_blocks + bag0 / tile;
   }
-  /// Checks this rank's arguments, then agrees with every rank (one small allreduce) so a bad
-  /// argument anywhere raises an error everywhere instead of a hang.
+  /// Checks this rank's arguments (Error(InvalidArgument) here). In verify mode it then agrees with
+  /// every rank (one small allreduce), so a bad argument anywhere raises an error everywhere;
+  /// without it the peers of a rank that raised end in Error(Timeout).
   void validate(std::span<const float* const> tables, std::span<const EmbeddingBags> bags,
                 const float* out) const;
   /// Pooled vectors of one table for global bags [bag0, bag1) into dst (row stride `stride`).
@@ -64,7 +65,7 @@ struct EmbeddingAllToAllImpl {
   std::vector<std::size_t> send_offset;   // per destination: offset in the send buffer (floats)
   std::vector<std::size_t> recv_offset;   // per source: offset in the receive buffer (floats)
   std::vector<float> send_buf, recv_buf;  // unfused modes
-  // Fused: flags [tables in the job x max_blocks] and an inbox laid out like `out`.
+  // Fused: flags [tables in the job x max_blocks] and two inbox halves laid out like `out`.
   std::size_t max_blocks = 0;
   BlockExchange fused_exchange;
 };

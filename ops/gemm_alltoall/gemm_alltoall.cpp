@@ -1,5 +1,5 @@
-// GemmAllToAll: set-up, the per-call routing agreement and checks, the GEMM tile, and the unfused
-// modes (sequential, shaped).
+// GemmAllToAll: set-up, the GEMM tile, and the unfused modes (sequential, shaped). The per-call
+// routing checks are in gemm_alltoall_routing.cpp.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -44,19 +44,28 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   ctx.agree({"k", "n", "tile rows", "shaped.chunks"},
             {static_cast<long long>(k), static_cast<long long>(n),
              static_cast<long long>(tile_rows), ctx.options.shaped.chunks});
-  std::vector<long long> counts(p);
-  long long mine = static_cast<long long>(local_experts);
-  mpi_check(MPI_Allgather(&mine, 1, MPI_LONG_LONG, counts.data(), 1, MPI_LONG_LONG, ctx.comm.mpi),
+  // Per rank: experts, max_rows_in, max_rows_out.
+  std::vector<long long> all(3 * p);
+  const long long mine[3] = {static_cast<long long>(local_experts), static_cast<long long>(max_in),
+                             static_cast<long long>(max_out)};
+  mpi_check(MPI_Allgather(mine, 3, MPI_LONG_LONG, all.data(), 3, MPI_LONG_LONG, ctx.comm.mpi),
             "MPI_Allgather");
   first_expert.assign(p + 1, 0);
-  for (int q = 0; q < p; ++q)
-    first_expert[q + 1] = first_expert[q] + static_cast<std::size_t>(counts[q]);
-  unsigned long long out_max = max_out;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &out_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, ctx.comm.mpi),
-            "MPI_Allreduce");
-  max_out_all = out_max;
+  max_out_of.assign(p, 0);
+  std::size_t max_in_all = 0, most_experts = 0;
+  for (int q = 0; q < p; ++q) {
+    first_expert[q + 1] = first_expert[q] + static_cast<std::size_t>(all[3 * q]);
+    most_experts = std::max(most_experts, static_cast<std::size_t>(all[3 * q]));
+    max_in_all = std::max(max_in_all, static_cast<std::size_t>(all[3 * q + 1]));
+    max_out_of[q] = static_cast<std::size_t>(all[3 * q + 2]);
+    max_out_all = std::max(max_out_all, max_out_of[q]);
+  }
   max_row_blocks = (max_out_all + tile_rows - 1) / tile_rows;
+  // An owner returns to a source at most min(its max_rows_in, the source's max_rows_out) rows
+  // (prepare checks both bounds before a tile moves).
+  slot_rows = std::min(max_in_all, max_out_all);
   const std::size_t ub = ctx.tag_upper_bound();
+  // Tags: block flags [0, count), the per-call headers count (<= ub).
   if (experts() * std::max<std::size_t>(max_row_blocks, 1) * col_blocks > ub)
     ctx.invalid(
         fmt::format("{} experts x {} row blocks x {} column blocks exceed MPI's tag range "
@@ -64,120 +73,13 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
                     experts(), max_row_blocks, col_blocks, ub));
   send_buf.resize(max_in * n);
   SegmentLayout layout;
-  fused_exchange.reserve(layout, experts() * max_row_blocks * col_blocks, max_out_all * n);
+  const auto other_local = static_cast<std::size_t>(topo.local_size - 1);
+  fused_exchange.reserve(layout, p, experts() * max_row_blocks * col_blocks,
+                         other_local * slot_rows * n, 2 * most_experts);
   ctx.map_segment(layout);
   fused_exchange.bind(ctx, n, "GemmAllToAll: result tile");
-}
-
-std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights, const float* x,
-                                          std::span<const std::size_t> recv_counts,
-                                          std::span<const std::size_t> send_counts, const float* y,
-                                          bool check_y) const {
-  const int p = topo.size;
-  if (weights.size() != local_experts)
-    return fmt::format("weights has {} entries; this rank owns {} experts", weights.size(),
-                       local_experts);
-  if (recv_counts.size() != local_experts * p)
-    return fmt::format("recv_counts has {} entries; expected local experts x ranks = {}",
-                       recv_counts.size(), local_experts * p);
-  if (send_counts.size() != experts())
-    return fmt::format("send_counts has {} entries; the job has {} experts", send_counts.size(),
-                       experts());
-  std::size_t in = 0, out = 0;
-  for (std::size_t c : recv_counts)
-    in += std::min<std::size_t>(c, max_in + 1);
-  for (std::size_t c : send_counts)
-    out += std::min<std::size_t>(c, max_out + 1);
-  if (in > max_in)
-    return fmt::format("recv_counts add up to {} rows, above max_rows_in = {}", in, max_in);
-  if (out > max_out)
-    return fmt::format("send_counts add up to {} rows, above max_rows_out = {}", out, max_out);
-  for (std::size_t e = 0; e < local_experts; ++e)
-    if (weights[e] == nullptr) return fmt::format("weights[{}] is null", e);
-  if (x == nullptr && in > 0) return fmt::format("x is null with {} rows", in);
-  if (check_y && y == nullptr && out > 0) return fmt::format("y is null with {} rows", out);
-  if (x != nullptr && y != nullptr && in > 0 && out > 0 && x < y + out * n && y < x + in * k)
-    return "y overlaps x";
-  return {};
-}
-
-void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const float* x,
-                               std::span<const std::size_t> recv_counts,
-                               std::span<const std::size_t> send_counts, const float* y,
-                               bool check_y) {
-  const int p = topo.size;
-  const std::size_t ng = experts();
-  std::size_t emax = 0;
-  for (int q = 0; q < p; ++q)
-    emax = std::max(emax, experts_of(q));
-  // Every rank contributes [local error?, send_counts (G), recv_counts (emax * p, padded)], so
-  // every rank can check every count and all raise the same error.
-  const std::size_t stride = 1 + ng + emax * p;
-  std::vector<unsigned long long> mine(stride, 0), all(stride * p);
-  const std::string error = local_error(weights, x, recv_counts, send_counts, y, check_y);
-  if (error.empty()) {
-    std::copy(send_counts.begin(), send_counts.end(), mine.begin() + 1);
-    std::copy(recv_counts.begin(), recv_counts.end(), mine.begin() + 1 + ng);
-  } else {
-    mine[0] = 1;
-  }
-  // Non-blocking with the communicator's deadline: a rank that never makes this call is a Timeout
-  // here, not a hang in a blocking MPI_Allgather.
-  MPI_Request req = MPI_REQUEST_NULL;
-  mpi_check(
-      MPI_Iallgather(mine.data(), static_cast<int>(stride), MPI_UNSIGNED_LONG_LONG, all.data(),
-                     static_cast<int>(stride), MPI_UNSIGNED_LONG_LONG, ctx.mpi, &req),
-      "MPI_Iallgather");
-  ctx.comm.wait_all(&req, 1, "GemmAllToAll: routing agreement (MPI_Iallgather over all ranks)");
-  if (!error.empty()) ctx.invalid(error);
-  for (int q = 0; q < p; ++q)
-    if (all[q * stride] != 0)
-      ctx.invalid(fmt::format("rank {} rejected its arguments (see its error)", q));
-  check_routing(all, stride);
-  derive_routing(all, stride, recv_counts);
-}
-
-void GemmAllToAllImpl::check_routing(const std::vector<unsigned long long>& all,
-                                     std::size_t stride) const {
-  const int p = topo.size;
-  const std::size_t ng = experts();
-  for (int o = 0; o < p; ++o)  // owner o's expert e expects recv[e][s] rows from s
-    for (std::size_t e = 0; e < experts_of(o); ++e)
-      for (int s = 0; s < p; ++s) {
-        const auto expected = all[o * stride + 1 + ng + e * p + s];
-        const auto sent = all[s * stride + 1 + first_expert[o] + e];
-        if (sent != expected)
-          throw Error(ErrorCode::Mismatch,
-                      fmt::format("GemmAllToAll: rank {} routes {} rows to expert {} (on rank {}), "
-                                  "which expects {} rows from it",
-                                  s, sent, first_expert[o] + e, o, expected));
-      }
-}
-
-void GemmAllToAllImpl::derive_routing(const std::vector<unsigned long long>& all,
-                                      std::size_t stride,
-                                      std::span<const std::size_t> recv_counts) {
-  const int p = topo.size;
-  const std::size_t ng = experts(), ne = local_experts;
-  route.all_send.assign(static_cast<std::size_t>(p) * ng, 0);
-  route.y_row_prefix.assign(static_cast<std::size_t>(p) * (ng + 1), 0);
-  for (int s = 0; s < p; ++s)
-    for (std::size_t g = 0; g < ng; ++g) {
-      route.all_send[s * ng + g] = all[s * stride + 1 + g];
-      route.y_row_prefix[s * (ng + 1) + g + 1] =
-          route.y_row_prefix[s * (ng + 1) + g] + route.all_send[s * ng + g];
-    }
-  route.x_row.assign(ne * p + 1, 0);
-  for (std::size_t i = 0; i < ne * p; ++i)
-    route.x_row[i + 1] = route.x_row[i] + recv_counts[i];
-  route.send_row.assign(ne * p + 1, 0);
-  for (int s = 0; s < p; ++s)
-    for (std::size_t e = 0; e < ne; ++e) {
-      const std::size_t i = s * ne + e;
-      route.send_row[i + 1] = route.send_row[i] + recv_counts[e * p + s];
-    }
-  route.rows_in = route.x_row[ne * p];
-  route.rows_out = route.y_row_prefix[topo.rank * (ng + 1) + ng];
+  headers.fill = [this](int peer, std::uint64_t* words) { fill_header(peer, words); };
+  headers.check = [this](int peer, const std::uint64_t* words) { check_header(peer, words); };
 }
 
 std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
@@ -211,7 +113,7 @@ void GemmAllToAllImpl::gemm_to_send(std::span<const float* const> weights, const
 void GemmAllToAllImpl::exchange(float* y, std::size_t c, std::size_t nc) {
   // To source s the rows of my experts in the chunk (contiguous in the send buffer), from owner o
   // the rows of its chunk's experts (contiguous in y, which is grouped by global expert).
-  const int p = topo.size, me = topo.rank;
+  const int p = topo.size;
   const std::size_t ne = local_experts;
   VarLayout send_layout, recv_layout;
   send_layout.capacity = route.rows_in * n;
@@ -222,8 +124,8 @@ void GemmAllToAllImpl::exchange(float* y, std::size_t c, std::size_t nc) {
     send_layout.counts.push_back((route.send_row[q * ne + e1] - route.send_row[q * ne + e0]) * n);
     const std::size_t g0 = first_expert[q] + split_begin(experts_of(q), nc, c);
     const std::size_t g1 = first_expert[q] + split_begin(experts_of(q), nc, c + 1);
-    recv_layout.displs.push_back(y_row(me, g0) * n);
-    recv_layout.counts.push_back((y_row(me, g1) - y_row(me, g0)) * n);
+    recv_layout.displs.push_back(y_row(g0) * n);
+    recv_layout.counts.push_back((y_row(g1) - y_row(g0)) * n);
   }
   alltoallv(ctx.communicator, send_buf.data(), send_layout, y, recv_layout, DataType::Float32,
             {ctx.options.algorithm});

@@ -1,8 +1,14 @@
 // The fused GemmAllToAll kernel: a BlockExchange (ops/common/block_exchange.hpp) whose blocks are
 // result tiles. Tile (local expert e, source s, rows, columns) lands in s's y at the rows of
 // global expert first_expert[me] + e. Tiles for off-node sources go first, then other on-node
-// ranks, then this rank (OpOptions::remote_first). The routing exchange at the start of each call
-// is collective, which orders calls: one inbox suffices.
+// ranks, then this rank (OpOptions::remote_first).
+//
+// No call starts with a collective, so an owner does not know where its blocks go in an on-node
+// source's y (that depends on what the source routed to every other owner): it stores them into
+// its slot of the source's inbox half in its own order (Routing::pair_row), and the source, which
+// knows its y, copies them into place. Off-node blocks go straight into y (the receiving proxy
+// knows where). Per call every pair exchanges a header with the counts it shares
+// (fill_header/check_header), checked before any block of that peer is trusted.
 #include "ops/gemm_alltoall/gemm_alltoall_impl.hpp"
 
 namespace tilecomm::detail {
@@ -12,25 +18,34 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
   const std::vector<GemmTile> tiles = make_tiles(0, local_experts, ctx.options.remote_first);
   std::vector<BlockRoute> produced, arrivals;
   produced.reserve(tiles.size());
+  const int my_local = topo.local_rank, p = topo.size;
   for (const GemmTile& t : tiles) {
     const std::size_t g = first_expert[me] + t.expert;
-    const Block block{(y_row(t.src, g) + t.row0) * n + t.col0, t.row1 - t.row0, t.col1 - t.col0};
-    produced.push_back({t.src, block, flag_of(g, t.row0, t.col0)});
+    BlockRoute r{t.src, {0, t.row1 - t.row0, t.col1 - t.col0}, flag_of(g, t.row0, t.col0)};
+    if (t.src == me)
+      r.block.offset = (y_row(g) + t.row0) * n + t.col0;
+    else if (topo.on_node(t.src))
+      r.inbox = slot_offset(my_local, topo.local_of[t.src]) +
+                (route.pair_row[t.expert * p + t.src] + t.row0) * n + t.col0;
+    produced.push_back(r);
   }
   for (int o : ctx.source_order()) {
+    const std::size_t slot = topo.on_node(o) ? slot_offset(topo.local_of[o], my_local) : 0;
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
-      const std::size_t rows = route.all_send[me * experts() + g];
+      const std::size_t rows = route.send_counts[g];
+      const std::size_t pair_row = y_row(g) - y_row(first_expert[o]);
       for (std::size_t r = 0; r < rows; r += tile_rows)
         for (std::size_t c = 0; c < n; c += tile_cols) {
-          const Block block{(y_row(me, g) + r) * n + c, std::min(rows, r + tile_rows) - r,
+          const Block block{(y_row(g) + r) * n + c, std::min(rows, r + tile_rows) - r,
                             std::min(n, c + tile_cols) - c};
-          arrivals.push_back({o, block, flag_of(g, r, c)});
+          arrivals.push_back({o, block, flag_of(g, r, c), slot + (pair_row + r) * n + c});
         }
     }
   }
-  fused_exchange.run(produced, arrivals, y, [&](std::size_t i, float* dst, std::size_t ld) {
-    gemm_tile(weights, x, tiles[i], dst, ld);
-  });
+  fused_exchange.run(
+      produced, arrivals, y,
+      [&](std::size_t i, float* dst, std::size_t ld) { gemm_tile(weights, x, tiles[i], dst, ld); },
+      &headers);
 }
 
 }  // namespace tilecomm::detail

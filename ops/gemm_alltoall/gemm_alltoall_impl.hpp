@@ -1,13 +1,17 @@
 #pragma once
 // Private state of GemmAllToAll: its routing, memory layout and tiles on top of the operator
-// framework (ops/common/). Set-up, the per-call routing agreement and the unfused modes are in
-// gemm_alltoall.cpp, the fused kernel in gemm_alltoall_fused.cpp.
+// framework (ops/common/). Set-up, the GEMM tile and the unfused modes are in gemm_alltoall.cpp,
+// the per-call routing checks and headers in gemm_alltoall_routing.cpp, the fused kernel in
+// gemm_alltoall_fused.cpp.
 
+#include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ops/common/block_exchange.hpp"
 #include "ops/common/op_context.hpp"
+#include "tilecomm/error.hpp"
 #include "tilecomm/gemm_alltoall.hpp"
 
 namespace tilecomm::detail {
@@ -20,15 +24,17 @@ struct GemmTile {
   std::size_t row0, row1, col0, col1;
 };
 
-/// The routing of one call, derived from the counts of every rank.
+/// The routing of one call, from this rank's own counts only (no communication).
 struct Routing {
-  std::vector<std::size_t> all_send;  // [rank * G + g]: rows rank routed to global expert g
+  std::vector<std::size_t> send_counts;  // [g]: rows this rank routed to global expert g
+  std::vector<std::size_t> recv_counts;  // [e * p + s]: rows local expert e received from s
   std::vector<std::size_t> x_row;     // [e * p + s]: first row of block (e, s) in x; [E p]: total
   std::vector<std::size_t> send_row;  // [s * E + e]: first row of block (e, s) in the send buffer
-  std::vector<std::size_t>
-      y_row_prefix;          // [s * (G + 1) + g]: first row of expert g's results in s's y
-  std::size_t rows_in = 0;   // rows my experts received
-  std::size_t rows_out = 0;  // rows I routed out
+  std::vector<std::size_t> y_row;     // [g]: first row of expert g's results in y; [G]: total
+  std::vector<std::size_t> pair_row;  // [e * p + s]: first row of block (e, s) among the rows
+                                      // this rank's experts return to s (e's of s before it)
+  std::size_t rows_in = 0;            // rows my experts received
+  std::size_t rows_out = 0;           // rows I routed out
 };
 
 struct GemmAllToAllImpl {
@@ -37,15 +43,24 @@ struct GemmAllToAllImpl {
 
   std::size_t experts_of(int r) const { return first_expert[r + 1] - first_expert[r]; }
   std::size_t experts() const { return first_expert.back(); }
-  /// Local checks, then the collective routing exchange and cross-check; raises the same error on
-  /// every rank when any rank's arguments or counts are wrong. Sets `route`.
+  /// Local checks (arguments: Error(InvalidArgument); counts that cannot pair up with a peer's
+  /// capacity or with this rank's own experts: Error(Mismatch)); in verify mode first the
+  /// collective routing exchange and cross-check, which raises the same error on every rank. Sets
+  /// `route`.
   void prepare(std::span<const float* const> weights, const float* x,
                std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
                const float* y, bool check_y = true);
-  /// First row of global expert g's results in rank s's y.
-  std::size_t y_row(int s, std::size_t g) const {
-    return route.y_row_prefix[s * (experts() + 1) + g];
+  /// First row of global expert g's results in this rank's y.
+  std::size_t y_row(std::size_t g) const { return route.y_row[g]; }
+  /// Fused: the slot of owner `owner_local`'s blocks in on-node rank `local`'s inbox half (floats).
+  std::size_t slot_offset(int owner_local, int local) const {
+    const int l = topo.local_size;
+    return static_cast<std::size_t>((owner_local - local + l) % l - 1) * slot_rows * n;
   }
+  /// Fused: the per-call header this rank sends `peer` (PeerHeaders::fill), and the check of the
+  /// one `peer` sent (PeerHeaders::check: Error(Mismatch) naming both ranks and both counts).
+  void fill_header(int peer, std::uint64_t* words) const;
+  void check_header(int peer, const std::uint64_t* words) const;
   /// Flag index (and MPI tag) of the result tile of global expert g at (row in expert, column).
   std::size_t flag_of(std::size_t g, std::size_t row, std::size_t col) const {
     return (g * max_row_blocks + row / tile_rows) * col_blocks + col / tile_cols;
@@ -66,22 +81,39 @@ struct GemmAllToAllImpl {
   OpContext ctx;
   const Topology& topo;
   std::size_t local_experts, k, n, max_in, max_out;
-  std::size_t max_out_all = 0;  // the largest max_rows_out of any rank (sizes the inboxes)
+  std::size_t max_out_all = 0;          // the largest max_rows_out of any rank (sizes the flags)
+  std::vector<std::size_t> max_out_of;  // per rank: its max_rows_out
   std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
   std::vector<std::size_t> first_expert;  // per rank prefix; [p] = experts in the job
   Routing route;
   std::vector<float> send_buf;  // unfused modes: results grouped by source rank, then expert
-  // Fused: flags [experts x max_row_blocks x col_blocks], an inbox laid out like y ([max_out x N]).
+  // Fused: flags [experts x max_row_blocks x col_blocks]; per inbox half one slot of slot_rows x N
+  // per other on-node rank, holding the blocks that owner returns here in the owner's order
+  // (pair_row), since an owner does not know where they go in this rank's y; headers of 2 x the
+  // most experts of a rank words.
+  std::size_t slot_rows = 0;
   BlockExchange fused_exchange;
+  PeerHeaders headers;
 
  private:
   std::string local_error(std::span<const float* const> weights, const float* x,
                           std::span<const std::size_t> recv_counts,
                           std::span<const std::size_t> send_counts, const float* y,
                           bool check_y) const;
+  // Verify mode: the routing allgather; every rank raises the same error.
+  void agree_routing(const std::string& error, std::span<const std::size_t> recv_counts,
+                     std::span<const std::size_t> send_counts) const;
   void check_routing(const std::vector<unsigned long long>& all, std::size_t stride) const;
-  void derive_routing(const std::vector<unsigned long long>& all, std::size_t stride,
-                      std::span<const std::size_t> recv_counts);
+  // Mismatches this rank can see alone: its own experts' rows from itself, a peer's capacity.
+  void check_local_routing(std::span<const std::size_t> recv_counts,
+                           std::span<const std::size_t> send_counts) const;
+  void derive_routing(std::span<const std::size_t> recv_counts,
+                      std::span<const std::size_t> send_counts);
 };
+
+/// Error(Mismatch): "GemmAllToAll: rank <source> routes <sent> rows to expert <g> (on rank
+/// <owner>), which expects <expected> rows from it".
+Error routing_mismatch(int source, std::size_t sent, std::size_t g, int owner,
+                       std::size_t expected);
 
 }  // namespace tilecomm::detail

@@ -1,0 +1,351 @@
+// EmbeddingAllToAll and GemmAllToAll without per-call synchronisation (issue 12): verify mode off
+// (CommConfig::check = 0), so nothing orders a rank's calls against its peers' but the fused
+// exchange itself (epoch-parity inboxes, done flags, per-call headers).
+//  - Many back-to-back fused calls under random per-rank stragglers, with routing that changes
+//    every call (zero rows between some pairs, zero-expert and zero-table ranks), on one node and
+//    on pretend nodes of 1 and 2 ranks: every output exactly equals a reference.
+//  - A rank that exchanges nothing with a late peer runs ahead of it, by at most two calls.
+//  - A routing mismatch raises Error(Mismatch) on the two ranks whose counts disagree; no rank
+//    waits longer than the communicator's deadline.
+//  - A rank that rejects its own arguments raises at once; its peers end in Error(Timeout).
+// (Verify mode still reports mismatches and bad arguments on every rank: test_gemm_alltoall.cpp,
+// test_embedding_alltoall.cpp.)
+#include <chrono>
+
+#include "ops_test_util.hpp"
+
+namespace tilecomm::test {
+namespace {
+
+CommConfig unverified(int node_size, double timeout_s = 60.0) {
+  CommConfig c;
+  c.node_size = node_size;
+  c.timeout_s = timeout_s;
+  c.check = 0;
+  return c;
+}
+
+// Node sizes to run: one node, pretend nodes of one rank (every peer over MPI), and of two.
+std::vector<int> node_sizes(int p) {
+  std::vector<int> sizes = {0, 1};
+  if (p > 2) sizes.push_back(2);
+  return sizes;
+}
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+  std::uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+  h ^= (c + 1) * 0x165667B19E3779F9ull;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 32);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::size_t gemm_experts_of(int r) {
+  return static_cast<std::size_t>((r + 1) % 3);  // 1, 2, 0, 1: a rank without experts at np >= 3
+}
+
+// Back-to-back fused GemmAllToAll calls; the counts change every call and are 0 for whole pairs
+// (source, owner) in some calls. Every output must equal the reference exactly.
+void gemm_skewed_calls(Communicator& comm, Device& dev, int calls) {
+  const int p = comm.size(), me = comm.rank();
+  std::vector<std::size_t> first(p + 1, 0);
+  std::vector<int> owner;
+  for (int r = 0; r < p; ++r) {
+    first[r + 1] = first[r] + gemm_experts_of(r);
+    for (std::size_t e = 0; e < gemm_experts_of(r); ++e)
+      owner.push_back(r);
+  }
+  const std::size_t G = first[p], k = 5, n = 12;
+  OpOptions opt;
+  opt.tile = 4;  // several row tiles per block
+  GemmAllToAll op(comm, dev, gemm_experts_of(me), k, n, 40 * p, 40 * p, opt);
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) {
+    return small_int(g * 5 + i * 3 + j * 11);
+  };
+  std::vector<std::vector<float>> w(gemm_experts_of(me), std::vector<float>(k * n));
+  std::vector<const float*> wp;
+  for (std::size_t e = 0; e < w.size(); ++e) {
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        w[e][i * n + j] = W(first[me] + e, i, j);
+    wp.push_back(w[e].data());
+  }
+  Straggler straggler(dev, 1234u + 17u * me);
+  for (int call = 0; call < calls; ++call) {
+    auto cnt = [&](int s, std::size_t g) -> std::size_t {
+      if (mix(s, owner[g], call) % 3 == 0) return 0;  // the pair exchanges nothing this call
+      const std::uint64_t h = mix(s, g, call + 1000);
+      return h % 4 == 0 ? 0 : static_cast<std::size_t>(h % 11);
+    };
+    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
+      return small_int(s + g * 3 + i * 7 + kk * 13 + call * 17);
+    };
+    std::vector<std::size_t> recv(gemm_experts_of(me) * p), send(G);
+    std::vector<float> x;
+    for (std::size_t e = 0; e < gemm_experts_of(me); ++e)
+      for (int s = 0; s < p; ++s) {
+        const std::size_t g = first[me] + e;
+        recv[e * p + s] = cnt(s, g);
+        for (std::size_t i = 0; i < cnt(s, g); ++i)
+          for (std::size_t kk = 0; kk < k; ++kk)
+            x.push_back(X(s, g, i, kk));
+      }
+    std::vector<float> ref;
+    for (std::size_t g = 0; g < G; ++g) {
+      send[g] = cnt(me, g);
+      for (std::size_t i = 0; i < send[g]; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+          float acc = 0.0f;
+          for (std::size_t kk = 0; kk < k; ++kk)
+            acc += X(me, g, i, kk) * W(g, kk, j);
+          ref.push_back(acc);
+        }
+    }
+    std::vector<float> y(ref.size(), -555.0f);
+    straggler.before_call(call % 4 == 0 ? 4000 : 1500);
+    op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+    straggler.after_call();
+    int wrong = 0;
+    for (std::size_t i = 0; i < y.size(); ++i)
+      wrong += y[i] != ref[i];
+    EXPECT_EQ(wrong, 0) << "call " << call << " of " << calls << ", " << y.size() << " values";
+  }
+}
+
+TEST(AllToAllSkew, GemmBackToBackWithChangingRouting) {
+  for (int ns : node_sizes(test::world_size())) {
+    SCOPED_TRACE("node_size " + std::to_string(ns));
+    Communicator comm(MPI_COMM_WORLD, unverified(ns));
+    Device dev(test_device_config());
+    gemm_skewed_calls(comm, dev, 40);
+  }
+}
+
+// Back-to-back fused EmbeddingAllToAll calls; the tables and bags change every call. Rank r owns
+// r % 3 tables (rank 0 none, so it only receives) and batches smaller than the ranks leave some
+// ranks without bags (they only send).
+void embedding_skewed_calls(Communicator& comm, Device& dev, std::size_t batch, int calls) {
+  const int p = comm.size(), me = comm.rank();
+  const std::size_t dim = 6;
+  auto tables_of = [](int r) { return static_cast<std::size_t>(r % 3); };
+  std::size_t first = 0, total = 0;
+  for (int r = 0; r < p; ++r) {
+    if (r < me) first += tables_of(r);
+    total += tables_of(r);
+  }
+  const std::size_t rows = 9;
+  OpOptions opt;
+  opt.tile = 2;
+  EmbeddingAllToAll op(comm, dev, std::vector<std::size_t>(tables_of(me), rows), dim, batch,
+                       Pooling::Sum, opt);
+  Straggler straggler(dev, 4321u + 31u * me);
+  for (int call = 0; call < calls; ++call) {
+    auto value = [&](std::size_t gt, std::size_t row, std::size_t d) {
+      return small_int(gt * 101 + row * 7 + d * 3 + call * 13);
+    };
+    // Bag b of table gt: indices (b + j * gt + call) % rows for j < (b + call + gt) % 4.
+    auto bag = [&](std::size_t gt, std::size_t b) {
+      std::vector<std::int64_t> idx;
+      for (std::size_t j = 0; j < (b + call + gt) % 4; ++j)
+        idx.push_back(static_cast<std::int64_t>((b + j * gt + call) % rows));
+      return idx;
+    };
+    std::vector<std::vector<float>> w(tables_of(me));
+    std::vector<std::vector<std::int64_t>> idx(tables_of(me)), off(tables_of(me));
+    std::vector<const float*> tables;
+    std::vector<EmbeddingBags> bags;
+    for (std::size_t t = 0; t < tables_of(me); ++t) {
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t d = 0; d < dim; ++d)
+          w[t].push_back(value(first + t, r, d));
+      off[t].push_back(0);
+      for (std::size_t b = 0; b < batch; ++b) {
+        for (std::int64_t i : bag(first + t, b))
+          idx[t].push_back(i);
+        off[t].push_back(static_cast<std::int64_t>(idx[t].size()));
+      }
+    }
+    for (std::size_t t = 0; t < tables_of(me); ++t) {
+      tables.push_back(w[t].data());
+      bags.push_back({idx[t], off[t], {}});
+    }
+    const std::size_t lb = op.local_batch(), b0 = op.batch_begin();
+    std::vector<float> ref(lb * total * dim, 0.0f);
+    for (std::size_t b = 0; b < lb; ++b)
+      for (std::size_t gt = 0; gt < total; ++gt)
+        for (std::int64_t i : bag(gt, b0 + b))
+          for (std::size_t d = 0; d < dim; ++d)
+            ref[(b * total + gt) * dim + d] += value(gt, static_cast<std::size_t>(i), d);
+    std::vector<float> out(ref.size(), -777.0f);
+    straggler.before_call(call % 4 == 0 ? 4000 : 1500);
+    op.run(tables, bags, out.data(), Mode::Fused);
+    straggler.after_call();
+    int wrong = 0;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      wrong += out[i] != ref[i];
+    EXPECT_EQ(wrong, 0) << "call " << call << " batch " << batch;
+  }
+}
+
+TEST(AllToAllSkew, EmbeddingBackToBack) {
+  const int p = test::world_size();
+  for (int ns : node_sizes(p)) {
+    SCOPED_TRACE("node_size " + std::to_string(ns));
+    Communicator comm(MPI_COMM_WORLD, unverified(ns));
+    Device dev(test_device_config());
+    embedding_skewed_calls(comm, dev, 23, 30);
+    embedding_skewed_calls(comm, dev, static_cast<std::size_t>(p - 1), 12);  // a rank without bags
+  }
+}
+
+// Rank 0 owns no table and holds the only bag (global batch 1); every other rank owns one table
+// and has no bag: they only send to rank 0 and receive nothing. Rank 0 starts 2 s late. The others
+// must finish calls 1 and 2 without it (nothing orders their calls against rank 0's); on one node
+// their call 3 stores into the inbox half of call 1, so it must wait until rank 0 has read it.
+TEST(AllToAllSkew, RunsAheadOfAPeerItOnlySendsTo) {
+  const int p = test::world_size(), me = test::world_rank();
+  if (p < 2) GTEST_SKIP() << "needs two ranks";
+  for (int ns : {0, 1}) {
+    SCOPED_TRACE("node_size " + std::to_string(ns));
+    Communicator comm(MPI_COMM_WORLD, unverified(ns));
+    Device dev(test_device_config());
+    const std::size_t dim = 4, rows = 3;
+    std::vector<std::size_t> table_rows;
+    if (me != 0) table_rows.push_back(rows);
+    EmbeddingAllToAll op(comm, dev, table_rows, dim, 1, Pooling::Sum);
+    ASSERT_EQ(op.local_batch(), me == 0 ? 1u : 0u);
+    const std::vector<std::int64_t> idx = {1}, off = {0, 1};
+    const double late_s = 2.0;
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (me == 0) std::this_thread::sleep_for(std::chrono::duration<double>(late_s));
+    double after_two = 0.0;
+    for (int call = 1; call <= 4; ++call) {
+      std::vector<float> table(rows * dim);
+      for (std::size_t i = 0; i < table.size(); ++i)
+        table[i] = static_cast<float>(me * 1000 + call * 10) + static_cast<float>(i);
+      std::vector<const float*> tables;
+      std::vector<EmbeddingBags> bags;
+      if (me != 0) {
+        tables.push_back(table.data());
+        bags.push_back({idx, off, {}});
+      }
+      std::vector<float> out(op.local_batch() * op.num_tables() * dim, -1.0f);
+      op.run(tables, bags, out.data(), Mode::Fused);
+      if (call == 2) after_two = seconds_since(t0);
+      if (me != 0 && call == 3 && ns == 0)  // waited for rank 0 to finish call 1
+        EXPECT_GE(seconds_since(t0), late_s) << "call 3 overwrote rank 0's inbox of call 1";
+      for (int r = 1; r < p && me == 0; ++r)  // table r - 1 is rank r's; bag 0 takes row 1
+        for (std::size_t d = 0; d < dim; ++d)
+          EXPECT_EQ(out[(r - 1) * dim + d], static_cast<float>(r * 1000 + call * 10 + dim + d))
+              << "call " << call << " from rank " << r;
+    }
+    if (me != 0) EXPECT_LT(after_two, late_s * 0.75) << "calls 1 and 2 waited for rank 0";
+    comm.barrier();
+  }
+}
+
+// Rank 0 routes one row more to the last expert than its owner expects; verify mode off.
+// The two ranks of that pair each find it in the other's header; nobody waits past the deadline.
+TEST(AllToAllSkew, GemmMismatchWithoutVerifyMode) {
+  const int p = test::world_size(), me = test::world_rank();
+  const double timeout_s = 2.0;
+  for (int ns : node_sizes(p)) {
+    SCOPED_TRACE("node_size " + std::to_string(ns));
+    Communicator comm(MPI_COMM_WORLD, unverified(ns, timeout_s));
+    Device dev(test_device_config());
+    GemmAllToAll op(comm, dev, 1, 4, 4, 100, 100);
+    const std::size_t G = op.num_experts();
+    std::vector<std::size_t> recv(p, 1), send(G, 1);
+    if (me == 0) send[G - 1] = 2;
+    std::vector<float> x(100 * 4, 1.0f), y(100 * 4), w(16, 1.0f);
+    std::vector<const float*> wp = {w.data()};
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string code = "OK", what;
+    try {
+      op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+    } catch (const Error& e) {
+      code = to_string(e.code());
+      what = e.what();
+    }
+    const double s = seconds_since(t0);
+    EXPECT_LT(s, timeout_s + 3.0) << code << ": " << what;
+    const std::string expected = "rank 0 routes 2 rows to expert " + std::to_string(G - 1) +
+                                 " (on rank " + std::to_string(p - 1) + "), which expects 1 rows";
+    if (me == 0 || me == p - 1) {
+      EXPECT_EQ(code, "Mismatch") << what;
+      EXPECT_NE(what.find(expected), std::string::npos) << what;
+      // A mismatch found once tiles moved fails the context: the next call is refused at once.
+      // (One rank: the pair is the rank itself, found before any tile moves: still usable.)
+      if (p > 1) {
+        try {
+          op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+          ADD_FAILURE() << "no error after the failed call";
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::InvalidUsage) << e.what();
+        }
+      }
+    } else {
+      EXPECT_TRUE(code == "OK" || code == "Timeout") << code << ": " << what;
+    }
+  }
+}
+
+// Without verify mode a count that cannot pair up with this rank's own expert is found locally,
+// before any tile moves, and the context stays usable.
+TEST(AllToAllSkew, GemmLocalMismatchLeavesContextUsable) {
+  if (test::world_size() != 1) GTEST_SKIP() << "one rank: the pair is the rank itself";
+  Communicator comm(MPI_COMM_WORLD, unverified(0));
+  Device dev(test_device_config());
+  GemmAllToAll op(comm, dev, 1, 4, 4, 10, 10);
+  std::vector<float> x(40, 1.0f), y(40), w(16, 1.0f);
+  std::vector<const float*> wp = {w.data()};
+  std::vector<std::size_t> recv = {1}, send = {2};
+  try {
+    op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Mismatch);
+    EXPECT_NE(std::string(e.what()).find("rank 0 routes 2 rows to expert 0 (on rank 0)"),
+              std::string::npos)
+        << e.what();
+  }
+  send = {1};
+  op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+  EXPECT_EQ(y[0], 4.0f);
+}
+
+// Without verify mode a rank that rejects its own arguments raises at once, before any tile
+// moves; the peers that expect its tiles wait until the deadline (Error(Timeout), context failed).
+TEST(AllToAllSkew, EmbeddingBadInputWithoutVerifyMode) {
+  const int p = test::world_size(), me = test::world_rank();
+  if (p < 2) GTEST_SKIP() << "needs two ranks";
+  const double timeout_s = 2.0;
+  Communicator comm(MPI_COMM_WORLD, unverified(0, timeout_s));
+  Device dev(test_device_config());
+  std::vector<float> table(10 * 4, 1.0f);
+  EmbeddingAllToAll op(comm, dev, {10}, 4, 3, Pooling::Sum);
+  std::vector<float> out(op.local_batch() * op.num_tables() * 4);
+  std::vector<const float*> tables = {table.data()};
+  std::vector<std::int64_t> idx = {1, me == 0 ? 10 : 2}, off = {0, 1, 1, 2};
+  EmbeddingBags bags{idx, off, {}};
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    op.run(tables, {&bags, 1}, out.data(), Mode::Fused);
+    // A rank without bags (global batch 3 < 4 ranks) expects nothing from rank 0.
+    EXPECT_EQ(op.local_batch(), 0u) << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), me == 0 ? ErrorCode::InvalidArgument : ErrorCode::Timeout) << e.what();
+    if (me == 0)
+      EXPECT_NE(std::string(e.what()).find("table 0 bag 2: index 10"), std::string::npos)
+          << e.what();
+  }
+  EXPECT_LT(seconds_since(t0), timeout_s + 3.0);
+}
+
+}  // namespace
+}  // namespace tilecomm::test
