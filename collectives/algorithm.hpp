@@ -39,6 +39,8 @@ struct Algorithm {
   std::string (*can_use)(const CommImpl& comm, const CollArgs& args);
   /// Runs the collective. Called on every rank with the same arguments, in the same order.
   void (*run)(CommImpl& comm, const CollArgs& args);
+  /// True when it reduces in ReduceOrder::Canonical (read for AllReduce and ReduceScatter only).
+  bool canonical_order = false;
 };
 
 /// Algorithms of a collective, in table order (defined in collectives/<coll>/<coll>.cpp).
@@ -52,7 +54,10 @@ const std::string& algorithm_override(Collective c);
 /// The algorithm to run: `requested`, else the TILECOMM_* override, else the default. Throws
 /// Error(InvalidArgument) for an unknown name (listing the valid ones) and Error(NotSupported)
 /// when the chosen algorithm declines (saying why).
+/// With ReduceOrder::Canonical on a floating type only algorithms that keep it are chosen, and
+/// forcing another throws Error(InvalidArgument).
 const Algorithm& choose_algorithm(const CommImpl& comm, const CollArgs& args,
-                                  const std::string& requested);
+                                  const std::string& requested,
+                                  ReduceOrder order = ReduceOrder::Any);
 
 }  // namespace tilecomm::detail

@@ -148,14 +148,16 @@ Request post(Communicator& comm, CollArgs args, const CollectiveOptions& options
   CommImpl& impl = impl_of(comm);
   impl.refuse_if_failed(to_string(args.coll));
   validate_layout(args, impl.topo.rank, impl.topo.size);
-  const Algorithm& algo = choose_algorithm(impl, args, options.algorithm);
+  const Algorithm& algo = choose_algorithm(impl, args, options.algorithm, options.order);
   // Verify mode compares the call after local validation and selection: a call rejected above
   // raises on its rank before any communication (as collectives.hpp promises) and is not a call.
   // The fingerprint carries the algorithm as requested, so differing forced algorithms are caught.
   if (impl.verifier.enabled())
     impl.run_guarded([&] {
-      verify_call(impl, fingerprint_of(args, options.algorithm, impl.topo.rank, impl.topo.size),
-                  &args);
+      verify_call(
+          impl,
+          fingerprint_of(args, options.algorithm, impl.topo.rank, impl.topo.size, options.order),
+          &args);
     });
   if (blocking) {
     impl.queue.run_blocking([&] { impl.run_guarded([&] { algo.run(impl, args); }); });

@@ -85,12 +85,18 @@ const char* override_variable(Collective c) {
 
 // The table's choice, unless it declines these arguments: then the first in list order that
 // accepts ("not supported here" is a normal answer, as in UCC).
-const Algorithm& table_choice(const CommImpl& comm, const CollArgs& args) {
+// With `canonical`, only algorithms that keep ReduceOrder::Canonical count.
+const Algorithm& table_choice(const CommImpl& comm, const CollArgs& args, bool canonical) {
+  auto why_not = [&](const Algorithm& a) -> std::string {
+    if (canonical && !a.canonical_order) return "does not keep ReduceOrder::Canonical";
+    return a.can_use(comm, args);
+  };
   const Algorithm& preferred = default_algorithm(comm, args);
-  if (preferred.can_use(comm, args).empty()) return preferred;
-  std::string reasons = fmt::format("{}: {}", preferred.name, preferred.can_use(comm, args));
+  std::string reasons = why_not(preferred);
+  if (reasons.empty()) return preferred;
+  reasons = fmt::format("{}: {}", preferred.name, reasons);
   for (const Algorithm* a : algorithms_of(args.coll)) {
-    const std::string why = a->can_use(comm, args);
+    const std::string why = why_not(*a);
     if (why.empty()) return *a;
     reasons += fmt::format("; {}: {}", a->name, why);
   }
@@ -98,16 +104,37 @@ const Algorithm& table_choice(const CommImpl& comm, const CollArgs& args) {
               fmt::format("no {} algorithm can run this call ({})", to_string(args.coll), reasons));
 }
 
+// The order matters only where a reduction of floating values happens.
+bool order_matters(const CollArgs& args) {
+  const bool reduces = args.coll == Collective::AllReduce || args.coll == Collective::ReduceScatter;
+  const bool floating = args.dtype == DataType::Float32 || args.dtype == DataType::Float64 ||
+                        args.dtype == DataType::BFloat16;
+  return reduces && floating;
+}
+
+std::string canonical_names(Collective c) {
+  std::string names;
+  for (const Algorithm* a : algorithms_of(c))
+    if (a->canonical_order) names += std::string(names.empty() ? "" : ", ") + a->name;
+  return names;
+}
+
 }  // namespace
 
 const Algorithm& choose_algorithm(const CommImpl& comm, const CollArgs& args,
-                                  const std::string& requested) {
+                                  const std::string& requested, ReduceOrder order) {
+  const bool canonical = order == ReduceOrder::Canonical && order_matters(args);
   const std::string& forced = !requested.empty() ? requested : algorithm_override(args.coll);
   const char* source =
       !requested.empty() ? "CollectiveOptions.algorithm" : override_variable(args.coll);
-  if (forced.empty() || forced == "auto") return table_choice(comm, args);
+  if (forced.empty() || forced == "auto") return table_choice(comm, args, canonical);
   for (const Algorithm* a : algorithms_of(args.coll)) {
     if (forced != a->name) continue;
+    if (canonical && !a->canonical_order)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{} = '{}' does not keep ReduceOrder::Canonical (requested in "
+                              "CollectiveOptions.order); {} algorithms that do: {}",
+                              source, forced, to_string(args.coll), canonical_names(args.coll)));
     std::string why = a->can_use(comm, args);
     if (!why.empty())
       throw Error(ErrorCode::NotSupported,

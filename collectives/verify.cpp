@@ -100,6 +100,7 @@ std::string difference(const CallFingerprint& a, const CallFingerprint& b) {
     }
   if (std::memcmp(a.algo, b.algo, sizeof a.algo) != 0)
     what.emplace_back(is_collective(a.kind) ? "algorithm" : "mode");
+  if (a.order != b.order) what.emplace_back("reduce order");
   return fmt::format("{}", fmt::join(what, ", "));
 }
 
@@ -229,10 +230,12 @@ std::string describe(const CallFingerprint& fp) {
     if (!info.shape_names[i].empty()) s += fmt::format(" {}={}", info.shape_names[i], fp.shape[i]);
   const std::string_view algo(fp.algo, strnlen(fp.algo, sizeof fp.algo));
   s += fmt::format(" {}={}", is_collective(fp.kind) ? "algo" : "mode", algo);
+  if (fp.order == static_cast<std::uint8_t>(ReduceOrder::Canonical)) s += " order=canonical";
   return s;
 }
 
-CallFingerprint fingerprint_of(const CollArgs& a, std::string_view requested, int rank, int size) {
+CallFingerprint fingerprint_of(const CollArgs& a, std::string_view requested, int rank, int size,
+                               ReduceOrder order) {
   CallFingerprint fp;
   fp.kind = static_cast<CallKindId>(a.coll);
   fp.dtype = static_cast<std::uint8_t>(a.dtype);
@@ -248,6 +251,7 @@ CallFingerprint fingerprint_of(const CollArgs& a, std::string_view requested, in
   if (requested.empty()) requested = algorithm_override(a.coll);
   if (requested.empty()) requested = "auto";
   std::memcpy(fp.algo, requested.data(), std::min(requested.size(), sizeof fp.algo - 1));
+  fp.order = static_cast<std::uint8_t>(order);
   return fp;
 }
 

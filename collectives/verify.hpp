@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "tilecomm/collectives.hpp"
+
 namespace tilecomm::detail {
 
 struct CollArgs;
@@ -43,7 +45,9 @@ struct CallFingerprint {
   std::uint64_t balance = 0;    ///< All-to-Allv: sums to 0 over ranks when counts pair up
   CallKindId kind = 0;
   std::uint8_t dtype = 0, op = 0;
-  char algo[20] = {};  ///< algorithm (collectives) or mode (operators) as requested
+  std::uint8_t order = 0;  ///< ReduceOrder of a collective (ranks asking for different orders
+                           ///< may choose different algorithms)
+  char algo[19] = {};      ///< algorithm (collectives) or mode (operators) as requested
 };
 static_assert(sizeof(CallFingerprint) == 64, "the fingerprint is one cache line");
 
@@ -52,8 +56,8 @@ std::string describe(const CallFingerprint& fp);
 
 /// The fingerprint of a collective call: `requested` is options.algorithm, else the
 /// TILECOMM_<COLLECTIVE> override, else "auto". All-to-Allv fills `balance` from its layouts.
-CallFingerprint fingerprint_of(const CollArgs& args, std::string_view requested, int rank,
-                               int size);
+CallFingerprint fingerprint_of(const CollArgs& args, std::string_view requested, int rank, int size,
+                               ReduceOrder order = ReduceOrder::Any);
 
 /// Verify-mode state of a communicator.
 class Verifier {

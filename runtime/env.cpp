@@ -2,6 +2,7 @@
 #include "tilecomm/env.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -106,14 +107,21 @@ Env Env::parse(const Lookup& lookup) {
   if (auto v = get("TILECOMM_SHM_BYTES"))
     e.shm_bytes = parse_bytes("TILECOMM_SHM_BYTES", *v, std::size_t{64} << 30);
   if (auto v = get("TILECOMM_CHECK")) e.check = parse_bool("TILECOMM_CHECK", *v);
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    auto v = get(name);
-    if (!v) continue;
-    char* end = nullptr;
-    const long n = std::strtol(v->c_str(), &end, 10);
-    if (*end == '\0' && n > 0 && n <= (1 << 20)) e.launcher_local_ranks = static_cast<int>(n);
-    break;
-  }
+  // The launcher's variables (Open MPI's, then MPICH/Hydra's, then PMIx's): the first one set
+  // wins; a value that does not parse leaves the field at its default.
+  auto launcher = [&](std::initializer_list<const char*> names, long lowest, int& field) {
+    for (const char* name : names) {
+      auto v = get(name);
+      if (!v) continue;
+      char* end = nullptr;
+      const long n = std::strtol(v->c_str(), &end, 10);
+      if (!v->empty() && *end == '\0' && n >= lowest && n <= (1 << 20)) field = static_cast<int>(n);
+      return;
+    }
+  };
+  launcher({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, 1, e.launcher_local_ranks);
+  launcher({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}, 0, e.launcher_rank);
+  launcher({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1, e.launcher_size);
   if (auto v = get("TILECOMM_ISA")) {
     if (*v != "scalar" && *v != "avx2" && *v != "avx512")
       bad("TILECOMM_ISA", *v, "one of: scalar, avx2, avx512");
@@ -139,7 +147,8 @@ std::vector<Env::Row> Env::describe() const {
       {"TILECOMM_WG_SLOTS", std::to_string(wg_slots), "max resident workgroups (threads) per CU"},
       {"TILECOMM_LDS_BYTES", std::to_string(lds_bytes), "LDS capacity per CU, bytes (K/M ok)"},
       {"TILECOMM_PIN", b(pin), "pin CU threads to cores when the mask has enough cores"},
-      {"TILECOMM_TRACE", trace.empty() ? "(off)" : trace, "write a Chrome trace to this path"},
+      {"TILECOMM_TRACE", trace.empty() ? "(off)" : trace,
+       "write a Chrome trace to this path (%r = rank; several ranks: .rankN added)"},
       {"TILECOMM_SPIN_US", fmt::format("{}", spin_us), "busy-spin before a waiter yields, us"},
       {"TILECOMM_TIMEOUT_S", fmt::format("{}", timeout_s), "deadline of every wait, s; 0 = none"},
       {"TILECOMM_ALLREDUCE", s(allreduce), "force an AllReduce algorithm"},
@@ -158,6 +167,24 @@ const Env& env() {
   return cached;
 }
 
+std::string rank_trace_path(const std::string& path, int rank, int size) {
+  if (path.empty()) return path;
+  const std::string r = std::to_string(std::max(rank, 0));
+  if (const auto at = path.find("%r"); at != std::string::npos) {
+    std::string out = path;
+    for (auto i = at; i != std::string::npos; i = out.find("%r", i + r.size()))
+      out.replace(i, 2, r);
+    return out;
+  }
+  if (size <= 1 || rank < 0) return path;
+  // Insert before the extension of the file name (not of a directory): trace.json ->
+  // trace.rank1.json, trace -> trace.rank1.
+  const auto slash = path.find_last_of('/');
+  const auto dot = path.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  return has_ext ? path.substr(0, dot) + ".rank" + r + path.substr(dot) : path + ".rank" + r;
+}
+
 RuntimeConfig RuntimeConfig::from_env() {
   const Env& e = env();
   RuntimeConfig c;
@@ -166,7 +193,7 @@ RuntimeConfig RuntimeConfig::from_env() {
   c.lds_bytes_per_cu = e.lds_bytes;
   c.pin_threads = e.pin;
   c.trace = !e.trace.empty();
-  c.trace_path = e.trace;
+  c.trace_path = rank_trace_path(e.trace, e.launcher_rank, e.launcher_size);
   c.spin_us = e.spin_us;
   c.node_ranks = e.launcher_local_ranks > 0 ? e.launcher_local_ranks : 1;
   return c;

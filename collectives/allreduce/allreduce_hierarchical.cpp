@@ -1,60 +1,120 @@
-// AllReduce across nodes: node-local reduce-scatter through shared memory, an inter-node ring
-// AllReduce of each owned slice over MPI_Isend/MPI_Irecv among the ranks with the same local rank
-// (comm.cross_mpi), then a node-local all-gather through shared memory. Chunk by chunk.
+// AllReduce across nodes: node-local reduce-scatter through shared memory, an inter-node
+// AllReduce of each owned slice (direct reduce-scatter + all-gather over MPI_Isend/MPI_Irecv)
+// among the ranks with the same local rank (comm.cross_mpi), then a node-local all-gather through
+// shared memory. Chunk by chunk.
 //
 // Uneven nodes: chunks are split into m = (smallest node's rank count) slices, owned by local
 // ranks 0..m-1 on every node; their cross_mpi holds exactly one rank per node, in node order.
 // Local ranks >= m only contribute and gather. Each slice element is reduced in local rank order
-// on its node, then around a fixed ring of nodes by one rank, then copied: bitwise identical on
-// every rank and in every run. On one node it is two_shot (the ring has a single member).
+// on its node, then over the node sums in node order by one rank, then copied: the canonical order
+// (ReduceOrder::Canonical), bitwise identical on every rank, in every run and to one_shot and
+// two_shot on one node. On one node it is two_shot (the inter-node step has a single member).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "collectives/default_thresholds.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/shm_phases.hpp"
 
 namespace tilecomm::detail {
 namespace {
 
-constexpr int kRingTag = 0x7e1;
+constexpr int kReduceTag = 0x7e1, kGatherTag = 0x7e2;
+/// Slices up to this size take the inter-node one-shot (as recursive doubling's range).
+constexpr std::size_t kOneShotMaxBytes = DefaultThresholds::allreduce_recursive_doubling_max;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
 }
 
-/// Ring AllReduce of buf[0..count) among the ranks of comm.cross_mpi (one per node, node order):
-/// reduce-scatter then all-gather of N blocks, N - 1 sends and receives each.
-void ring_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const CollArgs& a,
+/// Small slices: every node sends its whole slice to every other node and reduces all of them in
+/// node order itself (one message latency instead of two; (N - 1) x count bytes per node).
+void cross_one_shot(CommImpl& comm, std::byte* buf, std::size_t count, const CollArgs& a,
                     std::vector<std::byte>& tmp) {
+  const int nn = comm.topo.num_nodes, r = comm.topo.node;
+  const std::size_t bytes = count * a.elem();
+  tmp.resize(bytes * nn);
+  std::vector<MPI_Request> req;
+  req.reserve(2 * (nn - 1));
+  for (int j = 0; j < nn; ++j) {
+    if (j == r) continue;
+    req.emplace_back();
+    mpi_check(MPI_Irecv(tmp.data() + j * bytes, static_cast<int>(bytes), MPI_BYTE, j, kReduceTag,
+                        comm.cross_mpi, &req.back()),
+              "MPI_Irecv");
+  }
+  for (int i = 1; i < nn; ++i) {
+    req.emplace_back();
+    mpi_check(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, (r + i) % nn, kReduceTag,
+                        comm.cross_mpi, &req.back()),
+              "MPI_Isend");
+  }
+  comm.wait_all(req.data(), static_cast<int>(req.size()),
+                "allreduce(hierarchical) inter-node one-shot");
+  std::memcpy(tmp.data() + r * bytes, buf, bytes);
+  std::vector<const void*> srcs(nn);
+  for (int j = 0; j < nn; ++j)
+    srcs[j] = tmp.data() + j * bytes;
+  reduce_n(buf, srcs.data(), nn, count, a.dtype, a.op);
+}
+
+/// AllReduce of buf[0..count) among the ranks of comm.cross_mpi (one per node, node order), each
+/// element reduced left to right over the nodes in node order (the canonical order): node j
+/// receives block j from every node and reduces it, then every node gathers every reduced block.
+/// Per node 2 (N - 1) / N x count bytes leave and arrive, as with a ring, but the N - 1 messages
+/// of a phase are in flight together and the order of additions does not depend on the block.
+void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const CollArgs& a,
+                     std::vector<std::byte>& tmp) {
   const int nn = comm.topo.num_nodes, r = comm.topo.node;
   if (nn == 1 || count == 0) return;
   const std::size_t elem = a.elem();
+  if (count * elem <= kOneShotMaxBytes) return cross_one_shot(comm, buf, count, a, tmp);
   const Slices blocks(count, nn, elem);
-  tmp.resize(blocks.per * elem);
-  const int right = (r + 1) % nn, left = (r + nn - 1) % nn;
-  auto exchange = [&](int send_block, void* into, int recv_block) {
-    MPI_Request req[2];
-    mpi_check(MPI_Irecv(into, static_cast<int>(blocks.size(recv_block) * elem), MPI_BYTE, left,
-                        kRingTag, comm.cross_mpi, &req[0]),
+  const std::size_t mine = blocks.size(r), slot = blocks.per * elem;
+  tmp.resize(std::max<std::size_t>(slot, 1) * nn);
+  auto bytes = [&](std::size_t n) { return static_cast<int>(n * elem); };
+  std::vector<MPI_Request> req;
+  req.reserve(2 * (nn - 1));
+  // 1. Reduce-scatter: block r of every node into slot j of tmp (mine copied), reduced into buf.
+  for (int j = 0; j < nn; ++j) {
+    if (j == r) continue;
+    req.emplace_back();
+    mpi_check(MPI_Irecv(tmp.data() + j * slot, bytes(mine), MPI_BYTE, j, kReduceTag, comm.cross_mpi,
+                        &req.back()),
               "MPI_Irecv");
-    mpi_check(MPI_Isend(buf + blocks.begin(send_block) * elem,
-                        static_cast<int>(blocks.size(send_block) * elem), MPI_BYTE, right, kRingTag,
-                        comm.cross_mpi, &req[1]),
+  }
+  for (int i = 1; i < nn; ++i) {  // rotated, so no node is everyone's first destination
+    const int j = (r + i) % nn;
+    req.emplace_back();
+    mpi_check(MPI_Isend(buf + blocks.begin(j) * elem, bytes(blocks.size(j)), MPI_BYTE, j,
+                        kReduceTag, comm.cross_mpi, &req.back()),
               "MPI_Isend");
-    comm.wait_all(req, 2, "allreduce(hierarchical) inter-node ring");
-  };
-  for (int i = 0; i < nn - 1; ++i) {  // reduce-scatter: block b ends complete on rank b - 1
-    const int sb = (r - i + nn) % nn, rb = (r - i - 1 + 2 * nn) % nn;
-    exchange(sb, tmp.data(), rb);
-    std::byte* mine = buf + blocks.begin(rb) * elem;
-    const void* srcs[2] = {mine, tmp.data()};
-    reduce_n(mine, srcs, 2, blocks.size(rb), a.dtype, a.op);
   }
-  for (int i = 0; i < nn - 1; ++i) {  // all-gather the complete blocks around the ring
-    const int sb = (r + 1 - i + nn) % nn, rb = (r - i + nn) % nn;
-    exchange(sb, buf + blocks.begin(rb) * elem, rb);
+  std::memcpy(tmp.data() + r * slot, buf + blocks.begin(r) * elem, mine * elem);
+  comm.wait_all(req.data(), static_cast<int>(req.size()),
+                "allreduce(hierarchical) inter-node reduce-scatter");
+  std::vector<const void*> srcs(nn);
+  for (int j = 0; j < nn; ++j)
+    srcs[j] = tmp.data() + j * slot;
+  reduce_n(buf + blocks.begin(r) * elem, srcs.data(), nn, mine, a.dtype, a.op);
+  // 2. All-gather the reduced blocks.
+  req.clear();
+  for (int j = 0; j < nn; ++j) {
+    if (j == r) continue;
+    req.emplace_back();
+    mpi_check(MPI_Irecv(buf + blocks.begin(j) * elem, bytes(blocks.size(j)), MPI_BYTE, j,
+                        kGatherTag, comm.cross_mpi, &req.back()),
+              "MPI_Irecv");
   }
+  for (int i = 1; i < nn; ++i) {
+    req.emplace_back();
+    mpi_check(MPI_Isend(buf + blocks.begin(r) * elem, bytes(mine), MPI_BYTE, (r + i) % nn,
+                        kGatherTag, comm.cross_mpi, &req.back()),
+              "MPI_Isend");
+  }
+  comm.wait_all(req.data(), static_cast<int>(req.size()),
+                "allreduce(hierarchical) inter-node all-gather");
 }
 
 void run(CommImpl& comm, const CollArgs& a) {
@@ -78,7 +138,7 @@ void run(CommImpl& comm, const CollArgs& a) {
     std::memcpy(steps.mine(), send + done * elem, n * elem);
     rs_phase(steps, owner ? slices.begin(me) * elem : 0, owner ? slices.size(me) : 0, owned,
              a.dtype, a.op, "allreduce(hierarchical) reduce-scatter");
-    if (owner) ring_allreduce(comm, owned, slices.size(me), a, tmp);
+    if (owner) cross_allreduce(comm, owned, slices.size(me), a, tmp);
     // Node-local all-gather of the m slices.
     steps.begin();
     ag_phase(
@@ -93,6 +153,7 @@ void run(CommImpl& comm, const CollArgs& a) {
 
 }  // namespace
 
-extern const Algorithm allreduce_hierarchical{"hierarchical", Collective::AllReduce, can_use, run};
+extern const Algorithm allreduce_hierarchical{"hierarchical", Collective::AllReduce, can_use, run,
+                                              true};
 
 }  // namespace tilecomm::detail

@@ -64,6 +64,7 @@ void run(CommImpl& comm, const CollArgs& a) {
 
 }  // namespace
 
-extern const Algorithm allreduce_one_shot{"one_shot", Collective::AllReduce, shm_single_node, run};
+extern const Algorithm allreduce_one_shot{"one_shot", Collective::AllReduce, shm_single_node, run,
+                                          true};
 
 }  // namespace tilecomm::detail

@@ -52,6 +52,7 @@ void run(CommImpl& comm, const CollArgs& a) {
 
 }  // namespace
 
-extern const Algorithm allreduce_two_shot{"two_shot", Collective::AllReduce, shm_single_node, run};
+extern const Algorithm allreduce_two_shot{"two_shot", Collective::AllReduce, shm_single_node, run,
+                                          true};
 
 }  // namespace tilecomm::detail

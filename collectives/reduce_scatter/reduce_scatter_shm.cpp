@@ -36,6 +36,7 @@ void run(CommImpl& comm, const CollArgs& a) {
 
 }  // namespace
 
-extern const Algorithm reduce_scatter_shm{"shm", Collective::ReduceScatter, shm_single_node, run};
+extern const Algorithm reduce_scatter_shm{"shm", Collective::ReduceScatter, shm_single_node, run,
+                                          true};
 
 }  // namespace tilecomm::detail

@@ -32,9 +32,29 @@ namespace tilecomm {
 enum class Collective { AllReduce, ReduceScatter, AllGather, AllToAll, AllToAllv };
 std::string_view to_string(Collective c) noexcept;
 
+/// The order in which a reducing collective (AllReduce, ReduceScatter) combines the ranks' values.
+/// Every algorithm is deterministic (the same call on the same communicator gives the same bits on
+/// every rank and in every run); they differ in the order, and so, for floating types, in the last
+/// bits of a sum.
+enum class ReduceOrder {
+  /// The chosen algorithm's own order (the default, the fastest): ring and recursive doubling
+  /// combine ranks in an order that depends on the element's position and the rank count.
+  Any,
+  /// Every element is the left fold, over the nodes in node order, of each node's left fold over
+  /// its ranks in ascending rank order: (x0 op x1) op x2 ... on one node; with two nodes of two
+  /// ranks, (x0 op x1) op (x2 op x3). The same bits whatever the size, chunking or algorithm, and
+  /// the order the fused operators use, so a GemvAllReduce gives the same bits in every mode. Only
+  /// algorithms that keep it run: AllReduce one_shot and two_shot (one node) and hierarchical;
+  /// ReduceScatter shm (one node). Forcing another (argument or TILECOMM_*) raises
+  /// Error(InvalidArgument); a call none of them can run raises Error(NotSupported). Integer types
+  /// ignore it (their sums wrap, so every order gives the same bits).
+  Canonical,
+};
+
 /// Per-call options.
 struct CollectiveOptions {
-  std::string algorithm;  ///< empty: environment override, then the default table
+  std::string algorithm;                 ///< empty: environment override, then the default table
+  ReduceOrder order = ReduceOrder::Any;  ///< see ReduceOrder; every rank must pass the same
 };
 
 namespace detail {

@@ -48,6 +48,11 @@ struct Env {
   /// MPI_LOCALNRANKS); 0 when not launched by one. Not a TILECOMM_* variable: a value that does not
   /// parse is ignored (treated as 0), never an error.
   int launcher_local_ranks = 0;
+  /// This process's rank and the job's size as the launcher reports them (OMPI_COMM_WORLD_RANK /
+  /// _SIZE, PMI_RANK / PMI_SIZE, PMIX_RANK); -1 and 0 when not launched by one. Used before MPI is
+  /// initialised (the trace path); ignored when they do not parse.
+  int launcher_rank = -1;
+  int launcher_size = 0;
 
   /// Looks a variable up by name; returns nullopt when unset.
   using Lookup = std::function<std::optional<std::string>(const std::string&)>;
@@ -66,5 +71,10 @@ struct Env {
 
 /// The process environment, parsed once on first use and cached (like NCCL_PARAM).
 const Env& env();
+
+/// TILECOMM_TRACE's path for one rank of a job: every "%r" becomes the rank; without one, a job of
+/// several ranks gets ".rank<N>" before the file's extension (trace.json -> trace.rank1.json), so
+/// ranks never write the same file. A single process keeps the path as given.
+std::string rank_trace_path(const std::string& path, int rank, int size);
 
 }  // namespace tilecomm

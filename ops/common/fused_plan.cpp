@@ -68,16 +68,50 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
                                 std::size_t stride, std::size_t idx,
                                 const std::function<const float*(int rank)>& partial_of, float* dst,
                                 std::size_t count, const char* what) const {
-  const int p = ctx_.topo.size;
+  const Topology& topo = ctx_.topo;
+  const int p = topo.size;
   const float* on_stack[64];
   std::vector<const float*> on_heap;
   const float** sources = p <= 64 ? on_stack : (on_heap.resize(p), on_heap.data());
-  for (int s = 0; s < p; ++s) {
-    await(wg, s, flags, static_cast<std::size_t>(s) * stride + idx, what);
-    sources[s] = partial_of(s);
+  auto sum = [&](float* into, const float* const* from, std::size_t n) {
+    reduce_n(into, reinterpret_cast<const void* const*>(from), static_cast<int>(n), count,
+             DataType::Float32, ReduceOp::Sum);
+  };
+  // A flat left fold over the ranks is the canonical order when the ranks are numbered node by
+  // node and only the first node has several: (x0 + x1 + ... + xk) + S1 + S2 ...
+  bool flat = true;
+  for (int n = 0, next = 0; n < topo.num_nodes; ++n)
+    for (int s : topo.node_ranks[n]) {
+      flat = flat && s == next++ && (n == 0 || topo.node_ranks[n].size() == 1);
+    }
+  if (flat) {
+    for (int s = 0; s < p; ++s) {
+      await(wg, s, flags, static_cast<std::size_t>(s) * stride + idx, what);
+      sources[s] = partial_of(s);
+    }
+    return sum(dst, sources, static_cast<std::size_t>(p));
   }
-  reduce_n(dst, reinterpret_cast<const void* const*>(sources), p, count, DataType::Float32,
-           ReduceOp::Sum);
+  // Node by node: dst = S0, then dst += S_n (S_n of a node of several ranks summed into `node`).
+  thread_local std::vector<float> node;
+  node.resize(count);
+  for (int n = 0; n < topo.num_nodes; ++n) {
+    const std::vector<int>& ranks = topo.node_ranks[n];
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const int s = ranks[i];
+      await(wg, s, flags, static_cast<std::size_t>(s) * stride + idx, what);
+      sources[i] = partial_of(s);
+    }
+    if (n == 0) {
+      sum(dst, sources, ranks.size());
+      continue;
+    }
+    const float* pair[2] = {dst, sources[0]};
+    if (ranks.size() > 1) {
+      sum(node.data(), sources, ranks.size());
+      pair[1] = node.data();
+    }
+    sum(dst, pair, 2);
+  }
 }
 
 void FusedPlan::run(const TaskFn& body) {

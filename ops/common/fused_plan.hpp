@@ -77,7 +77,10 @@ class FusedPlan {
              const char* what) const;
 
   /// The owner's step of a fused reduction: awaits the partial of every rank s (flag
-  /// s * stride + idx of `flags`) and reduces them in rank order into `dst` (`count` floats).
+  /// s * stride + idx of `flags`) and reduces them into `dst` (`count` floats) in
+  /// ReduceOrder::Canonical: node sums in node order, each in ascending rank order (one node, or
+  /// every node after the first of one rank: plain rank order) — the order of the collectives'
+  /// canonical algorithms, so fused and unfused modes agree bitwise.
   void reduce_partials(const WorkgroupContext& wg, const TileFlags& flags, std::size_t stride,
                        std::size_t idx, const std::function<const float*(int rank)>& partial_of,
                        float* dst, std::size_t count, const char* what) const;

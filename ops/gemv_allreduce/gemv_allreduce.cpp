@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "collectives/algorithm.hpp"
 #include "ops/common/op_util.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_impl.hpp"
 #include "ops/kernels/gemv.hpp"
@@ -123,7 +124,16 @@ void GemvAllReduceImpl::compute(GemvWeights w, const float* x, float* out) {
 void GemvAllReduceImpl::run_sequential(GemvWeights w, const float* x, float* y) {
   compute(w, x, partial.data());
   allreduce(ctx.communicator, partial.data(), y, m, DataType::Float32, ReduceOp::Sum,
-            {ctx.options.algorithm});
+            collective_options());
+}
+
+CollectiveOptions GemvAllReduceImpl::collective_options() const {
+  // The fused protocols reduce in ReduceOrder::Canonical; so do the unfused modes, unless the
+  // user forced an AllReduce algorithm (OpOptions::algorithm or TILECOMM_ALLREDUCE): then its
+  // order, which may differ from fused mode's in the last bits of a sum.
+  const bool forced =
+      !ctx.options.algorithm.empty() || !algorithm_override(Collective::AllReduce).empty();
+  return {ctx.options.algorithm, forced ? ReduceOrder::Any : ReduceOrder::Canonical};
 }
 
 void GemvAllReduceImpl::run_shaped(GemvWeights w, const float* x, float* y) {
@@ -139,7 +149,7 @@ void GemvAllReduceImpl::run_shaped(GemvWeights w, const float* x, float* y) {
                   [&](std::size_t c) {
                     const std::size_t r0 = row0(first(c)), n = row0(first(c + 1)) - r0;
                     allreduce(ctx.communicator, partial.data() + r0, y + r0, n, DataType::Float32,
-                              ReduceOp::Sum, {ctx.options.algorithm});
+                              ReduceOp::Sum, collective_options());
                   }});
 }
 

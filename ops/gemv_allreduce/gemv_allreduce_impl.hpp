@@ -39,6 +39,8 @@ struct GemvAllReduceImpl {
 
   void compute(GemvWeights w, const float* x, float* partial);  // the sequential compute kernel
   void run_sequential(GemvWeights w, const float* x, float* y);
+  /// The unfused modes' AllReduce options: ReduceOrder::Canonical unless an algorithm is forced.
+  CollectiveOptions collective_options() const;
   void run_shaped(GemvWeights w, const float* x, float* y);
   void run_fused(GemvWeights w, const float* x, float* y);     // gemv_allreduce_fused.cpp
   void run_one_shot(GemvWeights w, const float* x, float* y);  // gemv_allreduce_one_shot.cpp

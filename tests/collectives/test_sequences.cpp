@@ -270,5 +270,103 @@ TEST(Determinism, RepeatableAndIdenticalOnAllRanks) {
       }
 }
 
+using tilecomm::CollectiveOptions;
+using tilecomm::Error;
+using tilecomm::ErrorCode;
+using tilecomm::ReduceOrder;
+
+// ReduceOrder::Canonical: every algorithm that keeps it gives the bits of the documented fold
+// (node sums in node order, each in ascending rank order), computed here from every rank's input
+// with plain float additions, on random floats where every order of additions differs.
+std::vector<float> canonical_fold(const std::vector<float>& all, std::size_t n) {
+  const int p = world_size();
+  std::vector<int> node_of(p);
+  for (int q = 0; q < p; ++q)
+    node_of[q] = comm().node_of(q);
+  std::vector<float> total(n), node(n);
+  bool first_node = true;
+  for (int nd = 0; nd < comm().num_nodes(); ++nd) {
+    bool first_rank = true;
+    for (int q = 0; q < p; ++q) {
+      if (node_of[q] != nd) continue;
+      for (std::size_t i = 0; i < n; ++i)
+        node[i] = first_rank ? all[q * n + i] : node[i] + all[q * n + i];
+      first_rank = false;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      total[i] = first_node ? node[i] : total[i] + node[i];
+    first_node = false;
+  }
+  return total;
+}
+
+TEST(ReduceOrder, CanonicalIsTheSameBitsForEveryAlgorithmThatKeepsIt) {
+  const int p = world_size(), r = world_rank();
+  // 70001 floats: slices above the inter-node one-shot limit (hierarchical's two-phase path).
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, 1000 * static_cast<std::size_t>(p) + 3,
+                        std::size_t{70001}}) {
+    std::mt19937 rng(1234 + 17 * r + static_cast<unsigned>(n));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> send(n), all(n * p);
+    for (float& v : send)
+      v = dist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);
+    MPI_Allgather(send.data(), static_cast<int>(n), MPI_FLOAT, all.data(), static_cast<int>(n),
+                  MPI_FLOAT, MPI_COMM_WORLD);
+    const std::vector<float> want = canonical_fold(all, n);
+    int ran = 0;
+    for (const std::string& algo : auto_and_names(Collective::AllReduce)) {
+      CollectiveOptions o;
+      if (algo != "auto") o.algorithm = algo;
+      o.order = ReduceOrder::Canonical;
+      std::vector<float> got(n, -7.0f);
+      try {
+        allreduce(comm(), send.data(), got.data(), n, DataType::Float32, ReduceOp::Sum, o);
+      } catch (const Error& e) {
+        // Algorithms that do not keep the order are refused by name, before communicating;
+        // canonical ones that cannot run here (one_shot/two_shot across nodes) decline.
+        const bool keeps =
+            algo == "auto" || algo == "one_shot" || algo == "two_shot" || algo == "hierarchical";
+        EXPECT_EQ(e.code(), keeps ? ErrorCode::NotSupported : ErrorCode::InvalidArgument)
+            << algo << ": " << e.what();
+        if (!keeps) {
+          EXPECT_NE(e.message().find("'" + algo + "'"), std::string::npos) << e.what();
+          EXPECT_NE(e.message().find("Canonical"), std::string::npos) << e.what();
+        }
+        EXPECT_NE(algo, "auto") << "auto must always find a canonical algorithm: " << e.what();
+        continue;
+      }
+      ++ran;
+      EXPECT_EQ(count_wrong(got.data(), want.data(), n, sizeof(float)), 0)
+          << "allreduce(" << algo << ", Canonical) n=" << n << " differs from the canonical fold";
+    }
+    EXPECT_GE(ran, 2) << "auto and at least one named canonical algorithm ran";
+  }
+}
+
+TEST(ReduceOrder, IntegersAndNonReducingCollectivesIgnoreIt) {
+  // Integer sums wrap, so every order gives the same bits: any algorithm may run.
+  const int p = world_size();
+  const std::size_t n = 1000;
+  std::vector<std::int32_t> send(n), got(n), want(n);
+  fill_exact(send.data(), n, world_rank());
+  reference_allreduce(send.data(), want.data(), n, ReduceOp::Sum);
+  for (const std::string& algo : {std::string("ring"), std::string("recursive_doubling")}) {
+    const auto declined = try_call(algo, true, [&](CollectiveOptions o) {
+      o.order = ReduceOrder::Canonical;
+      allreduce(comm(), send.data(), got.data(), n, DataType::Int32, ReduceOp::Sum, o);
+    });
+    if (!declined)
+      EXPECT_EQ(count_wrong(got.data(), want.data(), n, sizeof(std::int32_t)), 0) << algo;
+  }
+  std::vector<float> one(n, 1.0f), gathered(n * p);
+  const auto declined = try_call("ring", true, [&](CollectiveOptions o) {
+    o.order = ReduceOrder::Canonical;
+    allgather(comm(), one.data(), gathered.data(), n, DataType::Float32, o);
+  });
+  if (!declined)
+    for (float v : gathered)
+      ASSERT_EQ(v, 1.0f);
+}
+
 }  // namespace
 }  // namespace tct

@@ -123,6 +123,34 @@ TEST(Env, LauncherLocalRanks) {
   EXPECT_EQ(parse({{"OMPI_COMM_WORLD_LOCAL_SIZE", "-1"}}).launcher_local_ranks, 0);
 }
 
+TEST(Env, LauncherRankAndSize) {
+  EXPECT_EQ(parse({}).launcher_rank, -1);
+  EXPECT_EQ(parse({}).launcher_size, 0);
+  const Env ompi = parse({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+  EXPECT_EQ(ompi.launcher_rank, 3);
+  EXPECT_EQ(ompi.launcher_size, 4);
+  const Env hydra = parse({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}});
+  EXPECT_EQ(hydra.launcher_rank, 0);
+  EXPECT_EQ(hydra.launcher_size, 2);
+  EXPECT_EQ(parse({{"PMIX_RANK", "5"}}).launcher_rank, 5);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_RANK", "x"}}).launcher_rank, -1);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_RANK", ""}}).launcher_rank, -1);
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_SIZE", "0"}}).launcher_size, 0);
+}
+
+// Several ranks never write one trace file (they used to, each overwriting the others').
+TEST(Env, TracePathPerRank) {
+  EXPECT_EQ(rank_trace_path("", 1, 2), "");
+  EXPECT_EQ(rank_trace_path("t.json", -1, 0), "t.json");  // no launcher
+  EXPECT_EQ(rank_trace_path("t.json", 0, 1), "t.json");   // one rank
+  EXPECT_EQ(rank_trace_path("t.json", 1, 2), "t.rank1.json");
+  EXPECT_EQ(rank_trace_path("/tmp/a.b/trace", 3, 4), "/tmp/a.b/trace.rank3");
+  EXPECT_EQ(rank_trace_path("/tmp/.trace", 3, 4), "/tmp/.trace.rank3");
+  EXPECT_EQ(rank_trace_path("out/%r/t%r.json", 2, 4), "out/2/t2.json");
+  EXPECT_EQ(rank_trace_path("t%r.json", -1, 0), "t0.json");
+  EXPECT_EQ(rank_trace_path("t%r.json", 10, 11), "t10.json");
+}
+
 TEST(Env, RuntimeConfigDefaultsMatchEnvDefaults) {
   const Env e;
   const RuntimeConfig c;
