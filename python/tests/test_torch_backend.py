@@ -240,3 +240,17 @@ def test_unsupported_operations_name_themselves_and_gloo(groups, call):
     with pytest.raises(RuntimeError, match=rf"tilecomm backend does not provide {call}; .*gloo"):
         fn()
     _still_in_step()
+
+
+def test_blocking_callers_block_and_async_callers_post(groups, monkeypatch):
+    calls = []
+    for name in ("allreduce", "iallreduce", "ibarrier"):
+        real = getattr(tilecomm, name)
+        monkeypatch.setattr(tilecomm, name,
+                            lambda *a, _n=name, _r=real, **k: calls.append(_n) or _r(*a, **k))
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    dist.all_reduce(x, async_op=True).wait()
+    dist.barrier(async_op=True).wait()
+    assert calls == ["allreduce", "iallreduce", "ibarrier"]
+    assert torch.equal(x, torch.full((3,), float(dist.get_world_size() ** 2)))

@@ -399,7 +399,7 @@ class ProcessGroupTilecomm(ProcessGroup):
                           keep=(send, recv))
 
     def barrier(self, opts=None):
-        if _caller_blocks_barrier():
+        if _caller_blocks(2):
             self.comm.barrier()
             return _Work()
         return _Work(tilecomm.ibarrier(self.comm))
@@ -434,18 +434,12 @@ class ProcessGroupTilecomm(ProcessGroup):
         raise _unsupported("monitored_barrier")
 
 
-def _caller_blocks():
-    """True when the torch.distributed function that called the group method (two frames up from
-    _post) was called with async_op=False. torch does not pass async_op to the process group; it
-    waits on the returned Work at once. Any other caller gets a non-blocking call."""
-    frame = sys._getframe(3)
-    return (frame.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
-            and frame.f_locals.get("async_op") is False)
-
-
-def _caller_blocks_barrier():
-    """_caller_blocks() for barrier(), which is one frame nearer its caller."""
-    frame = sys._getframe(2)
+def _caller_blocks(depth=3):
+    """True when the torch.distributed function that called the group method was called with
+    async_op=False; `depth` is that function's frame counted from here (3 from _post via a
+    method, 2 from barrier()). torch does not pass async_op to the process group; it waits on the
+    returned Work at once. Any other caller gets a non-blocking call."""
+    frame = sys._getframe(depth)
     return (frame.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
             and frame.f_locals.get("async_op") is False)
 
