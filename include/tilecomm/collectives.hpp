@@ -103,8 +103,9 @@ Request ialltoallv(Communicator& comm, const void* send, const VarLayout& send_l
 /// buf (count elements) on every rank gets root's buf. Always in place: there is one buffer.
 /// root must be a rank of the communicator and the same on every rank. Algorithms: "mpi"
 /// (MPI_Ibcast, any node layout), "shm" (one node: the root streams through its shared segment,
-/// every other rank copies out), "hierarchical" (several nodes: MPI_Ibcast among the ranks of the
-/// root's local index, one per node, then "shm" on each node); TILECOMM_BROADCAST overrides.
+/// every other rank copies out), "hierarchical" (shm on the root's node, MPI_Ibcast among local
+/// rank 0 of every node, then shm on the other nodes). Default: shm on one node, else mpi;
+/// TILECOMM_BROADCAST overrides. Ordered with the other calls like them.
 void broadcast(Communicator& comm, void* buf, std::size_t count, DataType dtype, int root,
                const CollectiveOptions& options = {});
 Request ibroadcast(Communicator& comm, void* buf, std::size_t count, DataType dtype, int root,
