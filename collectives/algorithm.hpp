@@ -18,11 +18,12 @@ struct CollArgs {
   const void* send = nullptr;
   void* recv = nullptr;
   /// AllReduce: elements per rank; ReduceScatter: recv_count; AllGather: send_count;
-  /// AllToAll: elements per peer; AllToAllv: unused.
+  /// AllToAll: elements per peer; AllToAllv: unused; Broadcast: elements of the buffer.
   std::size_t count = 0;
   DataType dtype = DataType::Float32;
   ReduceOp op = ReduceOp::Sum;
   VarLayout send_layout, recv_layout;  // AllToAllv only
+  int root = 0;                        // Broadcast only
 
   /// In place, by the rule of each collective (see collectives.hpp); set by validation.
   bool in_place = false;

@@ -126,6 +126,13 @@ void validate_layout(CollArgs& a, int rank, int size) {
       send_bytes = recv_bytes = extent(a, "count", a.count, size);
       in_place_send = recv;
       break;
+    case Collective::Broadcast:
+      if (a.root < 0 || a.root >= size)
+        invalid(a,
+                fmt::format("root = {} is not a rank of the communicator (size {})", a.root, size));
+      send_bytes = recv_bytes = extent(a, "count", a.count);
+      in_place_send = recv;
+      break;
     case Collective::AllToAllv:
       validate_var_layout(a, a.send_layout, "send", size);
       validate_var_layout(a, a.recv_layout, "recv", size);
@@ -194,10 +201,17 @@ CollArgs make_v(const void* send, const VarLayout& sl, void* recv, const VarLayo
   return a;
 }
 
+CollArgs make_bcast(void* buf, std::size_t count, DataType dtype, int root) {
+  CollArgs a = make(Collective::Broadcast, buf, buf, count, dtype, ReduceOp::Sum);
+  a.root = root;
+  return a;
+}
+
 }  // namespace
 }  // namespace detail
 
 using detail::make;
+using detail::make_bcast;
 using detail::make_v;
 using detail::post;
 
@@ -241,6 +255,30 @@ void alltoallv(Communicator& comm, const void* send, const VarLayout& sl, void* 
 Request ialltoallv(Communicator& comm, const void* send, const VarLayout& sl, void* recv,
                    const VarLayout& rl, DataType dtype, const CollectiveOptions& o) {
   return post(comm, make_v(send, sl, recv, rl, dtype), o, false);
+}
+
+void broadcast(Communicator& comm, void* buf, std::size_t count, DataType dtype, int root,
+               const CollectiveOptions& o) {
+  post(comm, make_bcast(buf, count, dtype, root), o, true);
+}
+Request ibroadcast(Communicator& comm, void* buf, std::size_t count, DataType dtype, int root,
+                   const CollectiveOptions& o) {
+  return post(comm, make_bcast(buf, count, dtype, root), o, false);
+}
+
+void barrier(Communicator& comm) {
+  comm.barrier();
+}
+Request ibarrier(Communicator& comm) {
+  detail::CommImpl& impl = detail::impl_of(comm);
+  impl.refuse_if_failed("barrier");
+  auto state = std::make_shared<detail::RequestAccess::State>();
+  impl.queue.run_async([&impl] { impl.run_guarded([&impl] { detail::run_barrier(impl); }); },
+                       [state](std::exception_ptr e) {
+                         state->error = e;
+                         state->done.store(true, std::memory_order_release);
+                       });
+  return detail::RequestAccess::make(std::move(state));
 }
 
 std::string selected_algorithm(const Communicator& comm, Collective c, std::size_t count,

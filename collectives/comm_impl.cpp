@@ -158,17 +158,19 @@ MPI_Comm Communicator::mpi_comm() const {
 void Communicator::barrier() {
   detail::CommImpl& c = *impl_;
   c.refuse_if_failed("barrier");
-  c.queue.run_blocking([&c] {
-    c.run_guarded([&c] {
-      c.segment.node_barrier();
-      if (c.topo.num_nodes > 1 && c.topo.local_rank == 0) {
-        MPI_Request r;
-        detail::mpi_check(MPI_Ibarrier(c.cross_mpi, &r), "MPI_Ibarrier");
-        c.wait_all(&r, 1, "barrier (MPI_Ibarrier over node leaders)");
-      }
-      c.segment.node_barrier();
-    });
-  });
+  c.queue.run_blocking([&c] { c.run_guarded([&c] { detail::run_barrier(c); }); });
 }
+
+namespace detail {
+void run_barrier(CommImpl& c) {
+  c.segment.node_barrier();
+  if (c.topo.num_nodes > 1 && c.topo.local_rank == 0) {
+    MPI_Request r;
+    mpi_check(MPI_Ibarrier(c.cross_mpi, &r), "MPI_Ibarrier");
+    c.wait_all(&r, 1, "barrier (MPI_Ibarrier over node leaders)");
+  }
+  c.segment.node_barrier();
+}
+}  // namespace detail
 
 }  // namespace tilecomm

@@ -92,6 +92,11 @@ struct CommImpl : CommHandles {
   std::string failure_;  // the first failure, "" while healthy
 };
 
+/// The barrier of Communicator::barrier() and ibarrier(): the node's ranks meet in shared memory,
+/// local rank 0 of every node meets the others with MPI_Ibarrier over cross_mpi, the node meets
+/// again. Runs in issue order (on the calling thread or the progress thread).
+void run_barrier(CommImpl& comm);
+
 /// Access to a Communicator's private state, for the layers built on it (collectives, operators).
 struct CommAccess {
   static CommImpl& of(Communicator& c) { return *c.impl_; }

@@ -16,6 +16,8 @@ std::string_view to_string(Collective c) noexcept {
       return "alltoall";
     case Collective::AllToAllv:
       return "alltoallv";
+    case Collective::Broadcast:
+      return "broadcast";
   }
   return "?";
 }

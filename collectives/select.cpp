@@ -14,11 +14,13 @@ const std::vector<const Algorithm*>& reduce_scatter_algorithms();
 const std::vector<const Algorithm*>& allgather_algorithms();
 const std::vector<const Algorithm*>& alltoall_algorithms();
 const std::vector<const Algorithm*>& alltoallv_algorithms();
+const std::vector<const Algorithm*>& broadcast_algorithms();
 const Algorithm& allreduce_default(const CommImpl&, const CollArgs&);
 const Algorithm& reduce_scatter_default(const CommImpl&, const CollArgs&);
 const Algorithm& allgather_default(const CommImpl&, const CollArgs&);
 const Algorithm& alltoall_default(const CommImpl&, const CollArgs&);
 const Algorithm& alltoallv_default(const CommImpl&, const CollArgs&);
+const Algorithm& broadcast_default(const CommImpl&, const CollArgs&);
 
 const std::vector<const Algorithm*>& algorithms_of(Collective c) {
   switch (c) {
@@ -32,6 +34,8 @@ const std::vector<const Algorithm*>& algorithms_of(Collective c) {
       return alltoall_algorithms();
     case Collective::AllToAllv:
       return alltoallv_algorithms();
+    case Collective::Broadcast:
+      return broadcast_algorithms();
   }
   return allreduce_algorithms();
 }
@@ -48,6 +52,8 @@ const Algorithm& default_algorithm(const CommImpl& comm, const CollArgs& args) {
       return alltoall_default(comm, args);
     case Collective::AllToAllv:
       return alltoallv_default(comm, args);
+    case Collective::Broadcast:
+      return broadcast_default(comm, args);
   }
   return allreduce_default(comm, args);
 }
@@ -64,6 +70,8 @@ const std::string& algorithm_override(Collective c) {
     case Collective::AllToAll:
     case Collective::AllToAllv:
       return e.alltoall;
+    case Collective::Broadcast:
+      return e.broadcast;
   }
   return e.allreduce;
 }
@@ -78,6 +86,8 @@ const char* override_variable(Collective c) {
       return "TILECOMM_REDUCE_SCATTER";
     case Collective::AllGather:
       return "TILECOMM_ALLGATHER";
+    case Collective::Broadcast:
+      return "TILECOMM_BROADCAST";
     default:
       return "TILECOMM_ALLTOALL";
   }

@@ -143,6 +143,11 @@ std::size_t stream_chunk_elems(const ShmSteps& steps, std::size_t elem, std::siz
 void rs_phase(ShmSteps& steps, std::size_t off, std::size_t count, void* dst, DataType dtype,
               ReduceOp op, const char* what, const void* own = nullptr);
 
+/// Broadcast of `bytes` at buf from local rank `root_local` to every rank of this node, in steps
+/// through the root's halves (all local ranks call it with the same arguments but their own buf).
+void shm_broadcast(CommImpl& comm, std::byte* buf, std::size_t bytes, int root_local,
+                   const char* what);
+
 /// All-gather step: exchange, then copy_out(l, peer(l)) for every local rank l < `owners`, in
 /// order (copy_out reads what rank l wrote into its half).
 template <class CopyOut>

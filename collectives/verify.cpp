@@ -43,7 +43,7 @@ CallKindRegistry& registry() {
 }
 
 bool is_collective(CallKindId k) {
-  return k <= static_cast<CallKindId>(Collective::AllToAllv);
+  return k <= static_cast<CallKindId>(Collective::Broadcast);
 }
 bool has_op(CallKindId k) {
   return k == static_cast<CallKindId>(Collective::AllReduce) ||
@@ -54,8 +54,9 @@ bool has_op(CallKindId k) {
 // ran) get a generic name.
 CallKindInfo kind_info(CallKindId k) {
   if (is_collective(k)) {
-    static const char* const kShape[] = {"count", "recv_count", "send_count", "count", ""};
-    return {std::string(to_string(static_cast<Collective>(k))), {kShape[k], "", ""}};
+    static const char* const kShape[] = {"count", "recv_count", "send_count", "count", "", "count"};
+    return {std::string(to_string(static_cast<Collective>(k))),
+            {kShape[k], k == static_cast<CallKindId>(Collective::Broadcast) ? "root" : "", ""}};
   }
   CallKindRegistry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -242,6 +243,7 @@ CallFingerprint fingerprint_of(const CollArgs& a, std::string_view requested, in
   fp.op = has_op(fp.kind) ? static_cast<std::uint8_t>(a.op) : 0;
   if (a.coll != Collective::AllToAllv) {
     fp.shape[0] = a.count;
+    if (a.coll == Collective::Broadcast) fp.shape[1] = static_cast<std::uint64_t>(a.root);
   } else if (a.send_layout.counts.size() == static_cast<std::size_t>(size) &&
              a.recv_layout.counts.size() == static_cast<std::size_t>(size)) {
     for (int q = 0; q < size; ++q)

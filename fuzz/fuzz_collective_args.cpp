@@ -36,12 +36,13 @@ constexpr u128 kMax = static_cast<u128>(std::numeric_limits<std::int64_t>::max()
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   fuzz::Input in{data, size};
   CollArgs a;
-  a.coll = static_cast<Collective>(in.byte() % 5);
+  a.coll = static_cast<Collective>(in.byte() % 6);
   a.dtype = static_cast<DataType>(in.byte() % 7);  // 5, 6: not a DataType
   a.op = static_cast<ReduceOp>(in.byte() % 4);     // 3: not a ReduceOp
   const int nranks = 1 + in.byte() % 9;
   const int rank = in.byte() % nranks;
   a.count = count(in);
+  a.root = static_cast<int>(in.byte() % (nranks + 2)) - 1;  // -1 and nranks: not a rank
   // Synthetic addresses in one arena (never dereferenced): null, or base + offset.
   const std::uintptr_t base = std::uintptr_t{1} << 40;
   auto address = [&]() -> std::uintptr_t {
@@ -90,6 +91,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case Collective::AllToAll:
       send_bytes = recv_bytes = a.count * elem * nranks;
+      break;
+    case Collective::Broadcast:
+      fuzz::require(a.root >= 0 && a.root < nranks, "root is a rank");
+      send_bytes = recv_bytes = a.count * elem;
       break;
     case Collective::AllToAllv:
       for (const VarLayout* l : {&a.send_layout, &a.recv_layout}) {

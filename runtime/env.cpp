@@ -102,6 +102,7 @@ Env Env::parse(const Lookup& lookup) {
   if (auto v = get("TILECOMM_REDUCE_SCATTER")) e.reduce_scatter = *v;
   if (auto v = get("TILECOMM_ALLGATHER")) e.allgather = *v;
   if (auto v = get("TILECOMM_ALLTOALL")) e.alltoall = *v;
+  if (auto v = get("TILECOMM_BROADCAST")) e.broadcast = *v;
   if (auto v = get("TILECOMM_NODE_SIZE"))
     e.node_size = int(parse_int("TILECOMM_NODE_SIZE", *v, 0, 1 << 20));
   if (auto v = get("TILECOMM_SHM_BYTES"))
@@ -155,6 +156,7 @@ std::vector<Env::Row> Env::describe() const {
       {"TILECOMM_REDUCE_SCATTER", s(reduce_scatter), "force a ReduceScatter algorithm"},
       {"TILECOMM_ALLGATHER", s(allgather), "force an AllGather algorithm"},
       {"TILECOMM_ALLTOALL", s(alltoall), "force an All-to-All(v) algorithm"},
+      {"TILECOMM_BROADCAST", s(broadcast), "force a Broadcast algorithm"},
       {"TILECOMM_NODE_SIZE", std::to_string(node_size), "pretend nodes of N ranks; 0 = real"},
       {"TILECOMM_SHM_BYTES", std::to_string(shm_bytes), "shared-memory segment per rank, bytes"},
       {"TILECOMM_CHECK", b(check), "fingerprint every call across ranks"},

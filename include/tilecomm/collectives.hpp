@@ -1,6 +1,7 @@
 #pragma once
 /// \file collectives.hpp
-/// AllReduce, ReduceScatter, AllGather, All-to-All and All-to-Allv on a Communicator.
+/// AllReduce, ReduceScatter, AllGather, All-to-All, All-to-Allv, Broadcast and Barrier on a
+/// Communicator.
 ///
 /// Common rules:
 ///  - counts are in elements; buffers must not be null when their count is > 0;
@@ -29,7 +30,7 @@
 
 namespace tilecomm {
 
-enum class Collective { AllReduce, ReduceScatter, AllGather, AllToAll, AllToAllv };
+enum class Collective { AllReduce, ReduceScatter, AllGather, AllToAll, AllToAllv, Broadcast };
 std::string_view to_string(Collective c) noexcept;
 
 /// The order in which a reducing collective (AllReduce, ReduceScatter) combines the ranks' values.
@@ -118,6 +119,24 @@ void alltoallv(Communicator& comm, const void* send, const VarLayout& send_layou
 Request ialltoallv(Communicator& comm, const void* send, const VarLayout& send_layout, void* recv,
                    const VarLayout& recv_layout, DataType dtype,
                    const CollectiveOptions& options = {});
+
+/// buf (count elements) on every rank gets root's buf. Always in place: there is one buffer.
+/// root must be a rank of the communicator and the same on every rank. Algorithms: "mpi"
+/// (MPI_Ibcast, any node layout), "shm" (one node: the root streams through its shared segment,
+/// every other rank copies out), "hierarchical" (shm on the root's node, MPI_Ibcast among local
+/// rank 0 of every node, then shm on the other nodes). Default: shm on one node, else mpi;
+/// TILECOMM_BROADCAST overrides. Ordered with the other calls like them.
+void broadcast(Communicator& comm, void* buf, std::size_t count, DataType dtype, int root,
+               const CollectiveOptions& options = {});
+Request ibroadcast(Communicator& comm, void* buf, std::size_t count, DataType dtype, int root,
+                   const CollectiveOptions& options = {});
+
+/// Waits for every rank (through the shared segment on a node, MPI_Ibarrier between node leaders):
+/// the same as Communicator::barrier(). Ordered with the other calls: ibarrier() completes after
+/// every call issued before it on this rank has completed, and on no rank before every rank has
+/// issued it.
+void barrier(Communicator& comm);
+Request ibarrier(Communicator& comm);
 
 /// Names of the algorithms of a collective, in table order.
 std::vector<std::string> algorithm_names(Collective c);

@@ -36,6 +36,7 @@ struct Env {
   std::string allgather;
   /// TILECOMM_ALLTOALL: force an All-to-All(v) algorithm
   std::string alltoall;
+  std::string broadcast;  ///< TILECOMM_BROADCAST
   /// TILECOMM_NODE_SIZE: pretend nodes of N ranks (0: real)
   int node_size = defaults::kNodeSize;
   /// TILECOMM_SHM_BYTES: shared segment per rank (K/M/G ok)

@@ -10,6 +10,12 @@
 //  - a wrong shape or size raises ValueError naming the expected and the given shape.
 // Only integer index/offset arrays of the embedding operator are converted (to int64), because a
 // copy of them is cheap and harmless.
+//
+// torch.Tensor arguments (tensors.cpp) follow the same rules: a CPU, contiguous tensor of the
+// right dtype is used through the numpy array that shares its memory (no copy); another device is
+// a ValueError, a wrong dtype a TypeError, a non-contiguous tensor a ValueError. The fused
+// operators return a given output object itself, and a new output as a tensor when the inputs
+// were tensors.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -18,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tilecomm/tilecomm.hpp"
@@ -53,8 +60,18 @@ struct PyDevice {
 /// True once MPI_Finalize has run: destructors that would call MPI must not run then.
 bool mpi_finalized();
 
-/// `obj` as an ndarray, unconverted. TypeError if it is not one; ValueError if it is not
-/// C-contiguous or aligned, or (when `output`) not writeable. `where` prefixes messages.
+/// Whether `obj` is a torch.Tensor (false without importing torch when torch is not loaded).
+bool is_tensor(py::handle obj);
+/// The numpy array sharing a tensor's memory, after the tensor checks: CPU (else ValueError),
+/// dtype torch.<want_dtype> when given (else TypeError), contiguous (else ValueError).
+py::object tensor_as_array(py::handle tensor, const std::string& where,
+                           const char* want_dtype = nullptr);
+/// torch.from_numpy(a): a tensor sharing a's memory.
+py::object torch_from_numpy(const py::array& a);
+
+/// `obj` as an ndarray, unconverted (a tensor: its numpy view, after the tensor checks). TypeError
+/// if it is not one; ValueError if it is not C-contiguous or aligned, or (when `output`) not
+/// writeable. `where` prefixes messages.
 py::array checked_array(py::handle obj, const std::string& where, bool output);
 
 /// The tilecomm element type of an array's dtype; TypeError listing the supported ones.
@@ -64,6 +81,10 @@ DataType data_type_of(const py::array& a, const std::string& where);
 template <class T>
 py::array_t<T, py::array::c_style> typed_array(py::handle obj, const std::string& where,
                                                bool output) {
+  if (is_tensor(obj) && std::is_same_v<T, float>) {
+    py::object view = tensor_as_array(obj, where, "float32");
+    return typed_array<T>(view, where, output);
+  }
   py::array a = checked_array(obj, where, output);
   if (!py::isinstance<py::array_t<T>>(a))
     throw py::type_error(where + " must have dtype " + std::string(py::str(py::dtype::of<T>())) +

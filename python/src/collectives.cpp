@@ -1,4 +1,5 @@
-// tilecomm.allreduce / reduce_scatter / allgather / alltoall / alltoallv / algorithm_names.
+// tilecomm.allreduce / reduce_scatter / allgather / alltoall / alltoallv / broadcast, their
+// non-blocking i* forms (returning a tilecomm.Request), and algorithm_names.
 //
 // Output convention (all of them): `recv=None` returns a new array; a given `recv` (exact dtype of
 // send, C-contiguous, writeable, the right number of elements, any shape) is filled and returned.
@@ -6,6 +7,10 @@
 // reduce_scatter with recv = send.reshape(-1)[rank*n:(rank+1)*n]; allgather with
 // send = recv.reshape(-1)[rank*n:(rank+1)*n]. Any other overlap raises tilecomm.Error.
 // Python-side argument errors are raised before any communication, on the calling rank only.
+// dtype="bfloat16" reads 2-byte integer arrays (uint16/int16, which hold the bits) as bfloat16:
+// numpy has no bfloat16 type. The i* forms take the same arguments and return a Request whose
+// wait() returns what the blocking form returns; the arrays must not be touched until then (the
+// Request keeps them alive).
 #include <pybind11/stl.h>
 
 #include <numeric>
@@ -25,11 +30,69 @@ ReduceOp parse_op(const std::string& op) {
 
 Collective parse_collective(const std::string& name) {
   for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-                       Collective::AllToAll, Collective::AllToAllv})
+                       Collective::AllToAll, Collective::AllToAllv, Collective::Broadcast})
     if (name == to_string(c)) return c;
   throw py::value_error("collective '" + name +
                         "' is not one of: allreduce, reduce_scatter, allgather, alltoall, "
-                        "alltoallv");
+                        "alltoallv, broadcast");
+}
+
+/// A non-blocking call as Python holds it: the Request, the communicator and every array the call
+/// uses (alive until it completes), and what wait() returns. Dropping an unfinished request waits
+/// for it (its buffers must outlive the call).
+struct PyRequest {
+  Request req;
+  std::shared_ptr<CommState> comm;
+  std::vector<py::object> keep;
+  py::object result;
+  bool done = false;
+
+  PyRequest() = default;
+  PyRequest(const PyRequest&) = delete;
+  PyRequest& operator=(const PyRequest&) = delete;
+  ~PyRequest() {
+    if (done || mpi_finalized()) return;
+    py::gil_scoped_release nogil;
+    try {
+      req.wait();
+    } catch (...) {  // nobody is left to see the error
+    }
+  }
+  py::object wait() {
+    if (!done) {
+      {
+        py::gil_scoped_release nogil;
+        req.wait();  // rethrows the call's error (once)
+      }
+      done = true;
+      keep.clear();
+    }
+    return result;
+  }
+  bool test() {
+    if (done) return true;
+    if (!req.test()) return false;
+    done = true;
+    keep.clear();
+    return true;
+  }
+};
+
+// The element type of `a`, or bfloat16 when `dtype` asks for it (2-byte integer arrays only).
+DataType element_type(const py::array& a, const std::string& dtype, const std::string& where) {
+  if (dtype.empty()) return data_type_of(a, where);
+  if (dtype == "bfloat16") {
+    const char kind = a.dtype().kind();
+    if (a.itemsize() != 2 || (kind != 'u' && kind != 'i'))
+      throw py::type_error(where + ": dtype='bfloat16' needs a uint16 or int16 array holding the " +
+                           "bits, got " + std::string(py::str(a.dtype())));
+    return DataType::BFloat16;
+  }
+  const DataType t = data_type_of(a, where);
+  if (to_string(t) != dtype)
+    throw py::type_error(where + " has dtype " + std::string(py::str(a.dtype())) + ", but dtype='" +
+                         dtype + "' was given");
+  return t;
 }
 
 // The receive array: a new one of `shape`, or `recv` checked against send's dtype and `count`.
@@ -55,25 +118,47 @@ void run_on(const PyCommunicator& comm, F&& call) {
   call(*s.comm);
 }
 
-py::array py_allreduce(const PyCommunicator& comm, py::handle send_obj, py::object recv,
-                       const std::string& op, const std::string& algorithm) {
-  const std::string fn = "tilecomm.allreduce";
+/// Blocking: runs `blocking(comm)` and returns `result`. Non-blocking: posts `post(comm)` (which
+/// returns a Request) and returns a tilecomm.Request keeping `keep` alive, whose wait() returns
+/// `result`.
+template <class Blocking, class Post>
+py::object finish(const PyCommunicator& comm, bool nonblocking, py::object result,
+                  std::vector<py::object> keep, Blocking&& blocking, Post&& post) {
+  if (!nonblocking) {
+    run_on(comm, blocking);
+    return result;
+  }
+  auto r = std::make_shared<PyRequest>();
+  r->comm = comm.state;
+  r->keep = std::move(keep);
+  r->result = std::move(result);
+  run_on(comm, [&](Communicator& c) { r->req = post(c); });
+  return py::cast(r);
+}
+
+py::object py_allreduce(bool nb, const PyCommunicator& comm, py::handle send_obj, py::object recv,
+                        const std::string& op, const std::string& algorithm,
+                        const std::string& dtype) {
+  const std::string fn = nb ? "tilecomm.iallreduce" : "tilecomm.allreduce";
   py::array send = checked_array(send_obj, fn + ": send", false);
-  const DataType t = data_type_of(send, fn + ": send");
+  const DataType t = element_type(send, dtype, fn + ": send");
   const std::size_t n = send.size();
   py::array r = recv_array(recv, send, n, shape_of(send), fn);
   const ReduceOp o = parse_op(op);
   const void* s = send.data();
   void* d = r.mutable_data();
-  run_on(comm, [&](Communicator& c) { allreduce(c, s, d, n, t, o, {algorithm}); });
-  return r;
+  const CollectiveOptions opt{algorithm};
+  return finish(
+      comm, nb, r, {send, r}, [&](Communicator& c) { allreduce(c, s, d, n, t, o, opt); },
+      [&](Communicator& c) { return iallreduce(c, s, d, n, t, o, opt); });
 }
 
-py::array py_reduce_scatter(const PyCommunicator& comm, py::handle send_obj, py::object recv,
-                            const std::string& op, const std::string& algorithm) {
-  const std::string fn = "tilecomm.reduce_scatter";
+py::object py_reduce_scatter(bool nb, const PyCommunicator& comm, py::handle send_obj,
+                             py::object recv, const std::string& op, const std::string& algorithm,
+                             const std::string& dtype) {
+  const std::string fn = nb ? "tilecomm.ireduce_scatter" : "tilecomm.reduce_scatter";
   py::array send = checked_array(send_obj, fn + ": send", false);
-  const DataType t = data_type_of(send, fn + ": send");
+  const DataType t = element_type(send, dtype, fn + ": send");
   const std::size_t p = static_cast<std::size_t>(comm.get().comm->size());
   if (send.size() % p != 0)
     throw py::value_error(fn + ": send holds " + std::to_string(send.size()) +
@@ -83,15 +168,17 @@ py::array py_reduce_scatter(const PyCommunicator& comm, py::handle send_obj, py:
   const ReduceOp o = parse_op(op);
   const void* s = send.data();
   void* d = r.mutable_data();
-  run_on(comm, [&](Communicator& c) { reduce_scatter(c, s, d, n, t, o, {algorithm}); });
-  return r;
+  const CollectiveOptions opt{algorithm};
+  return finish(
+      comm, nb, r, {send, r}, [&](Communicator& c) { reduce_scatter(c, s, d, n, t, o, opt); },
+      [&](Communicator& c) { return ireduce_scatter(c, s, d, n, t, o, opt); });
 }
 
-py::array py_allgather(const PyCommunicator& comm, py::handle send_obj, py::object recv,
-                       const std::string& algorithm) {
-  const std::string fn = "tilecomm.allgather";
+py::object py_allgather(bool nb, const PyCommunicator& comm, py::handle send_obj, py::object recv,
+                        const std::string& algorithm, const std::string& dtype) {
+  const std::string fn = nb ? "tilecomm.iallgather" : "tilecomm.allgather";
   py::array send = checked_array(send_obj, fn + ": send", false);
-  const DataType t = data_type_of(send, fn + ": send");
+  const DataType t = element_type(send, dtype, fn + ": send");
   const std::size_t p = static_cast<std::size_t>(comm.get().comm->size());
   const std::size_t n = send.size();
   std::vector<std::size_t> shape = shape_of(send);
@@ -99,15 +186,17 @@ py::array py_allgather(const PyCommunicator& comm, py::handle send_obj, py::obje
   py::array r = recv_array(recv, send, p * n, shape, fn);
   const void* s = send.data();
   void* d = r.mutable_data();
-  run_on(comm, [&](Communicator& c) { allgather(c, s, d, n, t, {algorithm}); });
-  return r;
+  const CollectiveOptions opt{algorithm};
+  return finish(
+      comm, nb, r, {send, r}, [&](Communicator& c) { allgather(c, s, d, n, t, opt); },
+      [&](Communicator& c) { return iallgather(c, s, d, n, t, opt); });
 }
 
-py::array py_alltoall(const PyCommunicator& comm, py::handle send_obj, py::object recv,
-                      const std::string& algorithm) {
-  const std::string fn = "tilecomm.alltoall";
+py::object py_alltoall(bool nb, const PyCommunicator& comm, py::handle send_obj, py::object recv,
+                       const std::string& algorithm, const std::string& dtype) {
+  const std::string fn = nb ? "tilecomm.ialltoall" : "tilecomm.alltoall";
   py::array send = checked_array(send_obj, fn + ": send", false);
-  const DataType t = data_type_of(send, fn + ": send");
+  const DataType t = element_type(send, dtype, fn + ": send");
   const std::size_t p = static_cast<std::size_t>(comm.get().comm->size());
   if (send.size() % p != 0)
     throw py::value_error(fn + ": send holds " + std::to_string(send.size()) +
@@ -116,8 +205,33 @@ py::array py_alltoall(const PyCommunicator& comm, py::handle send_obj, py::objec
   const std::size_t n = send.size() / p;
   const void* s = send.data();
   void* d = r.mutable_data();
-  run_on(comm, [&](Communicator& c) { alltoall(c, s, d, n, t, {algorithm}); });
-  return r;
+  const CollectiveOptions opt{algorithm};
+  return finish(
+      comm, nb, r, {send, r}, [&](Communicator& c) { alltoall(c, s, d, n, t, opt); },
+      [&](Communicator& c) { return ialltoall(c, s, d, n, t, opt); });
+}
+
+py::object py_broadcast(bool nb, const PyCommunicator& comm, py::handle buf_obj, int root,
+                        const std::string& algorithm, const std::string& dtype) {
+  const std::string fn = nb ? "tilecomm.ibroadcast" : "tilecomm.broadcast";
+  py::array buf = checked_array(buf_obj, fn + ": buf", true);
+  const DataType t = element_type(buf, dtype, fn + ": buf");
+  const int p = comm.get().comm->size();
+  if (root < 0 || root >= p)
+    throw py::value_error(fn + ": root = " + std::to_string(root) + " is not a rank (size " +
+                          std::to_string(p) + ")");
+  const std::size_t n = buf.size();
+  void* d = buf.mutable_data();
+  const CollectiveOptions opt{algorithm};
+  return finish(
+      comm, nb, buf, {buf}, [&](Communicator& c) { broadcast(c, d, n, t, root, opt); },
+      [&](Communicator& c) { return ibroadcast(c, d, n, t, root, opt); });
+}
+
+py::object py_barrier(const PyCommunicator& comm, bool nb) {
+  return finish(
+      comm, nb, py::none(), {}, [&](Communicator& c) { barrier(c); },
+      [&](Communicator& c) { return ibarrier(c); });
 }
 
 // Packed displacements (exclusive prefix sum) unless given.
@@ -138,12 +252,13 @@ std::vector<std::size_t> displs_or_packed(const py::object& displs,
   return d;
 }
 
-py::array py_alltoallv(const PyCommunicator& comm, py::handle send_obj, py::handle send_counts,
-                       py::object recv, py::object recv_counts, py::object send_displs,
-                       py::object recv_displs, const std::string& algorithm) {
-  const std::string fn = "tilecomm.alltoallv";
+py::object py_alltoallv(bool nb, const PyCommunicator& comm, py::handle send_obj,
+                        py::handle send_counts, py::object recv, py::object recv_counts,
+                        py::object send_displs, py::object recv_displs,
+                        const std::string& algorithm, const std::string& dtype) {
+  const std::string fn = nb ? "tilecomm.ialltoallv" : "tilecomm.alltoallv";
   py::array send = checked_array(send_obj, fn + ": send", false);
-  const DataType t = data_type_of(send, fn + ": send");
+  const DataType t = element_type(send, dtype, fn + ": send");
   const std::size_t p = static_cast<std::size_t>(comm.get().comm->size());
   VarLayout sl, rl;
   sl.counts = counts_from(send_counts, fn + ": send_counts");
@@ -180,43 +295,80 @@ py::array py_alltoallv(const PyCommunicator& comm, py::handle send_obj, py::hand
   rl.capacity = r.size();
   const void* s = send.data();
   void* d = r.mutable_data();
-  run_on(comm, [&](Communicator& c) { alltoallv(c, s, sl, d, rl, t, {algorithm}); });
-  return r;
+  const CollectiveOptions opt{algorithm};
+  return finish(
+      comm, nb, r, {send, r}, [&](Communicator& c) { alltoallv(c, s, sl, d, rl, t, opt); },
+      [&](Communicator& c) { return ialltoallv(c, s, sl, d, rl, t, opt); });
+}
+
+/// Defines `name` (blocking) and "i" + name (non-blocking) from fn(nonblocking, args...).
+template <class... A, class... Extra>
+void both(py::module_& m, const char* name, py::object (*fn)(bool, A...), const Extra&... extra) {
+  m.def(
+      name, [fn](A... a) { return fn(false, std::forward<A>(a)...); }, extra...);
+  m.def(("i" + std::string(name)).c_str(), [fn](A... a) { return fn(true, std::forward<A>(a)...); },
+        extra...);
 }
 
 }  // namespace
 
 void bind_collectives(py::module_& m) {
-  m.def("allreduce", &py_allreduce, py::arg("comm"), py::arg("send"), py::arg("recv") = py::none(),
-        py::arg("op") = "sum", py::arg("algorithm") = "", R"doc(
+  py::class_<PyRequest, std::shared_ptr<PyRequest>>(m, "Request", R"doc(
+A non-blocking collective in flight (from tilecomm.iallreduce etc.). wait() blocks (GIL released)
+until it completes, raises its error, and returns what the blocking call returns; test() is True
+once it completed. Until then its arrays must not be touched (the Request keeps them alive).
+Dropping an unfinished Request waits for it.
+)doc")
+      .def("wait", &PyRequest::wait, "Blocks until complete; returns the call's result.")
+      .def("test", &PyRequest::test, "True when complete (raises the call's error).")
+      .def_property_readonly("done", [](const PyRequest& r) { return r.done; });
+
+  // Each call twice: blocking (name) and non-blocking (i + name, returning a Request).
+  both(m, "allreduce", &py_allreduce, py::arg("comm"), py::arg("send"),
+       py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("algorithm") = "",
+       py::arg("dtype") = "", R"doc(
 recv[i] = op over ranks of send[i]. op: "sum" | "max" | "min"; algorithm: "" (environment
-override, then the default table) or a name from algorithm_names("allreduce").
-recv=None returns a new array shaped like send; recv=send reduces in place. Returns recv.
+override, then the default table) or a name from algorithm_names("allreduce"); dtype: "" (the
+array's) or "bfloat16" (uint16/int16 arrays holding the bits).
+recv=None returns a new array shaped like send; recv=send reduces in place. Returns recv
+(iallreduce: a Request whose wait() returns it).
 )doc");
-  m.def("reduce_scatter", &py_reduce_scatter, py::arg("comm"), py::arg("send"),
-        py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("algorithm") = "", R"doc(
+  both(m, "reduce_scatter", &py_reduce_scatter, py::arg("comm"), py::arg("send"),
+       py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("algorithm") = "",
+       py::arg("dtype") = "", R"doc(
 send holds size*n elements; this rank gets the reduction of block `rank` (n elements).
-recv=None returns a new 1-D array of n elements. Returns recv.
+recv=None returns a new 1-D array of n elements. Returns recv (ireduce_scatter: a Request).
 )doc");
-  m.def("allgather", &py_allgather, py::arg("comm"), py::arg("send"), py::arg("recv") = py::none(),
-        py::arg("algorithm") = "", R"doc(
+  both(m, "allgather", &py_allgather, py::arg("comm"), py::arg("send"),
+       py::arg("recv") = py::none(), py::arg("algorithm") = "", py::arg("dtype") = "", R"doc(
 recv gets every rank's send (n elements each) in rank order. recv=None returns a new array of shape
-(size, *send.shape). Returns recv.
+(size, *send.shape). Returns recv (iallgather: a Request).
 )doc");
-  m.def("alltoall", &py_alltoall, py::arg("comm"), py::arg("send"), py::arg("recv") = py::none(),
-        py::arg("algorithm") = "", R"doc(
+  both(m, "alltoall", &py_alltoall, py::arg("comm"), py::arg("send"), py::arg("recv") = py::none(),
+       py::arg("algorithm") = "", py::arg("dtype") = "", R"doc(
 send holds size*n elements; block p goes to rank p and lands in block `rank` of its recv.
-recv=None returns a new array shaped like send; recv=send is in place. Returns recv.
+recv=None returns a new array shaped like send; recv=send is in place. Returns recv (ialltoall: a
+Request).
 )doc");
-  m.def("alltoallv", &py_alltoallv, py::arg("comm"), py::arg("send"), py::arg("send_counts"),
-        py::arg("recv") = py::none(), py::arg("recv_counts") = py::none(),
-        py::arg("send_displs") = py::none(), py::arg("recv_displs") = py::none(),
-        py::arg("algorithm") = "", R"doc(
+  both(m, "alltoallv", &py_alltoallv, py::arg("comm"), py::arg("send"), py::arg("send_counts"),
+       py::arg("recv") = py::none(), py::arg("recv_counts") = py::none(),
+       py::arg("send_displs") = py::none(), py::arg("recv_displs") = py::none(),
+       py::arg("algorithm") = "", py::arg("dtype") = "",
+       R"doc(
 send_counts[p] elements at send_displs[p] go to rank p and land at recv_displs[rank] there.
 Displacements default to packed (prefix sums of the counts). recv_counts=None learns them with an
-extra all-to-all of the counts: pass recv_counts on every rank or on none. recv=None returns a new
-1-D array just large enough. Not in place. Returns recv.
+extra (blocking) all-to-all of the counts: pass recv_counts on every rank or on none. recv=None
+returns a new 1-D array just large enough. Not in place. Returns recv (ialltoallv: a Request).
 )doc");
+  both(m, "broadcast", &py_broadcast, py::arg("comm"), py::arg("buf"), py::arg("root") = 0,
+       py::arg("algorithm") = "", py::arg("dtype") = "", R"doc(
+buf (C-contiguous, writeable; same size and dtype on every rank) gets root's buf, in place.
+Returns buf (ibroadcast: a Request).
+)doc");
+  m.def(
+      "ibarrier", [](const PyCommunicator& c) { return py_barrier(c, true); }, py::arg("comm"),
+      "Non-blocking barrier: a Request that completes once every rank has issued it (and every "
+      "earlier call of this rank has completed).");
   m.def(
       "algorithm_names",
       [](const std::string& collective) { return algorithm_names(parse_collective(collective)); },

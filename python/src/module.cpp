@@ -230,8 +230,9 @@ Device& PyDevice::get() const {
 }
 
 py::array checked_array(py::handle obj, const std::string& where, bool output) {
+  if (is_tensor(obj)) return checked_array(tensor_as_array(obj, where), where, output);
   if (!py::isinstance<py::array>(obj))
-    throw py::type_error(where + " must be a numpy.ndarray, got " +
+    throw py::type_error(where + " must be a numpy.ndarray or torch.Tensor, got " +
                          std::string(py::str(py::type::of(obj).attr("__name__"))));
   auto a = py::reinterpret_borrow<py::array>(obj);
   if (!(a.flags() & py::array::c_style))
@@ -294,7 +295,7 @@ std::vector<std::size_t> counts_from(py::handle obj, const std::string& where) {
 
 }  // namespace tilecomm::python
 
-PYBIND11_MODULE(tilecomm, m) {
+PYBIND11_MODULE(_core, m) {
   namespace tp = tilecomm::python;
   namespace py = pybind11;
   m.doc() = "tilecomm: fused compute-collective operators on a CPU device model over MPI.";

@@ -1,4 +1,5 @@
-// tilecomm.GemvAllReduce / EmbeddingAllToAll / GemmAllToAll: operator contexts over numpy arrays.
+// tilecomm.GemvAllReduce / EmbeddingAllToAll / GemmAllToAll: operator contexts over numpy arrays
+// and torch tensors (CPU, contiguous, float32: used in place, see binding.hpp).
 //
 // Each context is built collectively for one shape and keeps its Communicator and Device alive.
 // run(..., mode="fused") takes "sequential" | "shaped" | "fused"; the output argument is either
@@ -102,6 +103,14 @@ py::array_t<float, py::array::c_style> float_output(const py::object& obj,
   return a;
 }
 
+/// What run() returns: the output object the caller gave (array or tensor), else the new array,
+/// as a tensor sharing its memory when the inputs were tensors.
+py::object output_object(const py::object& given, const py::array& out, bool tensors) {
+  if (!given.is_none()) return given;
+  if (tensors) return torch_from_numpy(out);
+  return out;
+}
+
 /// Python objects of a sequence argument, with its length checked.
 std::vector<py::handle> items(py::handle seq, std::size_t expected, const std::string& where) {
   if (py::isinstance<py::str>(seq) || !py::isinstance<py::sequence>(seq))
@@ -118,8 +127,11 @@ std::vector<py::handle> items(py::handle seq, std::size_t expected, const std::s
 /// An integer index array (any integer dtype, or a list) as a 1-D int64 array (copied if needed).
 py::array_t<std::int64_t, py::array::c_style> index_array(py::handle obj,
                                                           const std::string& where) {
-  py::array a = py::isinstance<py::array>(obj) ? py::reinterpret_borrow<py::array>(obj)
-                                               : py::array::ensure(obj);
+  py::object view;
+  if (is_tensor(obj)) view = tensor_as_array(obj, where);
+  py::handle src = view ? view : obj;
+  py::array a = py::isinstance<py::array>(src) ? py::reinterpret_borrow<py::array>(src)
+                                               : py::array::ensure(src);
   if (!a) throw py::type_error(where + " must be an integer array or a list of integers");
   if (a.ndim() != 1)
     throw py::value_error(where + " must be 1-D, got shape " + shape_string(shape_of(a)));
@@ -175,7 +187,7 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_al
             const float* xp = x.data();
             float* yp = y.mutable_data();
             self.run([&](GemvAllReduce& o) { o.run(wp, xp, yp, md); });
-            return y;
+            return output_object(y_obj, y, is_tensor(x_obj));
           },
           py::arg("w"), py::arg("x"), py::arg("y") = py::none(), py::arg("mode") = "fused",
           "y = sum_r W_r x_r. w: float32 [m, k_local], x: float32 [k_local], y: float32 [m] or "
@@ -265,7 +277,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
             const Mode md = parse_mode(mode);
             float* op_out = out.mutable_data();
             self.run([&](EmbeddingAllToAll& o) { o.run(tables, bags, op_out, md); });
-            return out;
+            return output_object(out_obj, out, nt > 0 && is_tensor(table_items[0]));
           },
           py::arg("tables"), py::arg("indices"), py::arg("offsets"),
           py::arg("weights") = py::none(), py::arg("out") = py::none(), py::arg("mode") = "fused",
@@ -339,7 +351,7 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
             const float* xp = x.data();
             float* yp = y.mutable_data();
             self.run([&](GemmAllToAll& o) { o.run(weights, xp, recv, send, yp, md); });
-            return y;
+            return output_object(y_obj, y, is_tensor(x_obj));
           },
           py::arg("weights"), py::arg("x"), py::arg("recv_counts"), py::arg("send_counts"),
           py::arg("y") = py::none(), py::arg("mode") = "fused", R"doc(

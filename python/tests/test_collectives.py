@@ -136,11 +136,46 @@ def test_alltoallv(comm, world, algorithm):
 
 
 def test_algorithm_names():
-    for c in ("allreduce", "reduce_scatter", "allgather", "alltoall", "alltoallv"):
+    for c in ("allreduce", "reduce_scatter", "allgather", "alltoall", "alltoallv", "broadcast"):
         names = tilecomm.algorithm_names(c)
         assert names and all(isinstance(n, str) for n in names)
+    assert tilecomm.algorithm_names("broadcast") == ["mpi", "shm", "hierarchical"]
     with pytest.raises(ValueError, match="not one of"):
-        tilecomm.algorithm_names("broadcast")
+        tilecomm.algorithm_names("gather")
+
+
+@pytest.mark.parametrize("algorithm", [""] + tilecomm.algorithm_names("broadcast"))
+def test_broadcast_every_root(comm, world, algorithm):
+    for root in range(comm.size):
+        buf = small_ints((3, 1001), seed=comm.rank + 10 * root, dtype=np.int64)
+        want = world.bcast(buf if comm.rank == root else None, root=root)
+        out = run_or_skip_declined(tilecomm.broadcast, comm, buf, root, algorithm=algorithm)
+        if out is None:
+            return
+        assert out is buf
+        np.testing.assert_array_equal(buf, want)
+    with pytest.raises(ValueError, match=r"root = %d is not a rank" % comm.size):
+        tilecomm.broadcast(comm, buf, comm.size)
+
+
+def test_nonblocking_calls_and_bfloat16(comm, world):
+    a = small_ints(1000, seed=comm.rank, dtype=np.float32)
+    want = np.empty_like(a)
+    world.Allreduce(a, want)
+    # bfloat16 as its bits (uint16): small integers are exact in bfloat16
+    bits = (a.view(np.uint32) >> 16).astype(np.uint16)
+    reqs = [tilecomm.iallreduce(comm, a), tilecomm.ibarrier(comm),
+            tilecomm.iallreduce(comm, bits, dtype="bfloat16"),
+            tilecomm.ibroadcast(comm, a.copy(), 0)]
+    for i in (3, 1, 2, 0):
+        reqs[i].wait()
+    assert all(r.test() and r.done for r in reqs)
+    np.testing.assert_array_equal(reqs[0].wait(), want)
+    got = (reqs[2].wait().astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(got, want)
+    assert reqs[1].wait() is None
+    with pytest.raises(TypeError, match="dtype='bfloat16' needs a uint16 or int16 array"):
+        tilecomm.iallreduce(comm, a, dtype="bfloat16")
 
 
 # ---- errors: raised on every rank alike, before any communication ----

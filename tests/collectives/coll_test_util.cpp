@@ -61,6 +61,8 @@ const char* env_var_of(Collective c) {
     case Collective::AllToAll:
     case Collective::AllToAllv:
       return "TILECOMM_ALLTOALL";
+    case Collective::Broadcast:
+      return "TILECOMM_BROADCAST";
   }
   return "?";
 }
@@ -72,7 +74,7 @@ std::string env_forced(Collective c) {
 
 Collective collective_from(const std::string& name) {
   for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-                       Collective::AllToAll, Collective::AllToAllv})
+                       Collective::AllToAll, Collective::AllToAllv, Collective::Broadcast})
     if (tilecomm::to_string(c) == name) return c;
   throw std::invalid_argument("unknown collective '" + name + "'");
 }

@@ -27,6 +27,25 @@ void expect_error(Call&& call, ErrorCode code, std::vector<std::string> needles,
   }
 }
 
+TEST(BadInput, BroadcastArguments) {
+  std::vector<float> a(64);
+  auto& c = comm();
+  const DataType f = DataType::Float32;
+  for (int root : {-1, world_size(), INT_MAX})
+    expect_error([&] { tilecomm::broadcast(c, a.data(), 8, f, root); }, ErrorCode::InvalidArgument,
+                 {"broadcast", "root", std::to_string(root)}, "root out of range");
+  expect_error([&] { (void)tilecomm::ibroadcast(c, nullptr, 8, f, 0); }, ErrorCode::InvalidArgument,
+               {"broadcast", "null"}, "null buffer");
+  expect_error([&] { tilecomm::broadcast(c, a.data(), SIZE_MAX / 2, f, 0); },
+               ErrorCode::InvalidArgument, {"count"}, "count*elem overflow");
+  tilecomm::CollectiveOptions unknown;
+  unknown.algorithm = "ring";
+  expect_error([&] { tilecomm::broadcast(c, a.data(), 8, f, 0, unknown); },
+               ErrorCode::InvalidArgument, {"ring", "mpi", "shm", "hierarchical"},
+               "unknown algorithm");
+  tilecomm::barrier(c);  // nothing was communicated above: the ranks are still in step
+}
+
 TEST(BadInput, AllReduceArguments) {
   std::vector<float> a(64), b(64);
   auto& c = comm();

@@ -1,6 +1,7 @@
 // The correctness grid: algorithm x dtype x op x in-place/out-of-place x count, for AllReduce,
-// ReduceScatter, AllGather, All-to-All and All-to-Allv, each result compared bitwise (0 ULP) with
-// MPI's own on MPI_COMM_WORLD. Inputs are small integers, so every sum is exact in any order.
+// ReduceScatter, AllGather, All-to-All, All-to-Allv and Broadcast (every root), each result
+// compared bitwise (0 ULP) with MPI's own on MPI_COMM_WORLD. Inputs are small integers, so every
+// sum is exact in any order.
 //
 // Run by ctest once per collective x algorithm x rank count, the algorithm forced through
 // TILECOMM_<COLL> (see CMakeLists.txt), and with `--algo all` for the pretend-node runs.
@@ -190,6 +191,29 @@ Outcome run_alltoallv(const Case& c) {
   return out;
 }
 
+// Broadcast is in place only; every rank takes a turn as the root, non-roots start from their own
+// data (which must be overwritten), and the guards must stay intact.
+template <class T>
+Outcome run_broadcast(const Case& c) {
+  const int p = world_size(), r = world_rank();
+  const std::size_t n = c.count;
+  Outcome out;
+  for (int root = 0; root < p; ++root) {
+    GuardedBuffer b(n * sizeof(T));
+    fill_exact(b.as<T>(), n, r, 17 * root);
+    std::vector<T> ref(n);
+    fill_exact(ref.data(), n, root, 17 * root);
+    MPI_Bcast(ref.data(), static_cast<int>(n), mpi_type<T>(), root, MPI_COMM_WORLD);
+    out.declined = try_call(c.algo, c.forced, [&](const tilecomm::CollectiveOptions& o) {
+      tilecomm::broadcast(comm(), n ? b.data() : nullptr, n, c.dtype, root, o);
+    });
+    if (out.declined) return out;
+    out.wrong += count_wrong(b.data(), ref.data(), n, sizeof(T));
+    out.guards_ok = out.guards_ok && b.guards_intact();
+  }
+  return out;
+}
+
 Outcome run_case(const Case& c) {
   return visit_dtype(c.dtype, [&](auto t) {
     using T = decltype(t);
@@ -204,6 +228,8 @@ Outcome run_case(const Case& c) {
         return run_alltoall<T>(c);
       case Collective::AllToAllv:
         return run_alltoallv<T>(c);
+      case Collective::Broadcast:
+        return run_broadcast<T>(c);
     }
     return Outcome{};
   });
@@ -233,6 +259,7 @@ void run_matrix(Collective coll, const std::string& algo, const std::string& sho
       if (!reduces(coll) && op != ReduceOp::Sum) continue;
       for (bool in_place : {false, true}) {
         if (coll == Collective::AllToAllv && in_place) continue;
+        if (coll == Collective::Broadcast && !in_place) continue;  // one buffer: always in place
         for (std::size_t count : grid_counts()) {
           Case c{coll, algo, forced, dt, op, in_place, count};
           const std::string what = describe(c, shown);
@@ -299,7 +326,7 @@ TEST(Grid, Correctness) {
   std::vector<Collective> colls;
   if (which == "all")
     colls = {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-             Collective::AllToAll, Collective::AllToAllv};
+             Collective::AllToAll,  Collective::AllToAllv,     Collective::Broadcast};
   else
     colls = {collective_from(which)};
   if (which == "alltoall") colls.push_back(Collective::AllToAllv);
@@ -332,7 +359,8 @@ TEST(AlgoList, MatchesRegistry) {
         << join(listed) << "] but the library registers [" << join(registered) << "]";
     seen.push_back(coll);
   }
-  for (const char* c : {"allreduce", "reduce_scatter", "allgather", "alltoall", "alltoallv"})
+  for (const char* c :
+       {"allreduce", "reduce_scatter", "allgather", "alltoall", "alltoallv", "broadcast"})
     EXPECT_NE(std::find(seen.begin(), seen.end(), c), seen.end())
         << c << " is missing from TILECOMM_TEST_ALGORITHMS";
 }

@@ -163,6 +163,47 @@ TEST(NonBlocking, BlockingCallsAfterNonBlockingRunInIssueOrder) {
     }
 }
 
+// Non-blocking broadcasts (every algorithm, every root, a 64 KiB segment so large messages take
+// many steps) and barriers are posted together and waited in reverse: each completes with the
+// root's data, and an ibarrier completes only after everything posted before it.
+TEST(NonBlocking, BroadcastsAndBarriersInIssueOrder) {
+  tilecomm::CommConfig small;
+  small.shm_bytes = 64 << 10;
+  tilecomm::Communicator c64(MPI_COMM_WORLD, small);
+  const int p = world_size(), r = world_rank();
+  for (tilecomm::Communicator* c : {&comm(), &c64})
+    for (const std::string& algo : auto_and_names(Collective::Broadcast)) {
+      std::vector<std::vector<std::int64_t>> bufs;
+      std::vector<tilecomm::Request> reqs;
+      const std::size_t sizes[] = {1, 1000, (std::size_t{1} << 17) + 3};
+      bool declined = false;
+      for (int root = 0; root < p && !declined; ++root)
+        for (std::size_t n : sizes) {
+          bufs.emplace_back(n);
+          fill_exact(bufs.back().data(), n, r == root ? 100 + root : r);
+          declined = try_call(algo, algo != "auto", [&](const tilecomm::CollectiveOptions& o) {
+                       reqs.push_back(tilecomm::ibroadcast(*c, bufs.back().data(), n,
+                                                           DataType::Int64, root, o));
+                     }).has_value();
+          if (declined) break;
+        }
+      if (declined) continue;
+      tilecomm::Request barrier = tilecomm::ibarrier(*c);
+      barrier.wait();
+      for (auto& q : reqs)  // the barrier was issued after them: all are complete
+        EXPECT_TRUE(q.test()) << "ibarrier completed before an earlier ibroadcast, algo " << algo;
+      std::size_t i = 0;
+      for (int root = 0; root < p; ++root)
+        for (std::size_t n : sizes) {
+          std::vector<std::int64_t> want(n);
+          fill_exact(want.data(), n, 100 + root);
+          EXPECT_EQ(count_wrong(bufs[i].data(), want.data(), n, 8), 0)
+              << "ibroadcast algo " << algo << " root " << root << " count " << n;
+          ++i;
+        }
+    }
+}
+
 // Many calls of different sizes, collectives and algorithms, blocking and not, on the shared
 // communicator and on one with a 64 KiB shared segment (so large messages go in many chunks).
 TEST(BackToBack, MixedSizesAndAlgorithms) {

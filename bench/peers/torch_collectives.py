@@ -1,0 +1,93 @@
+"""torch.distributed collectives side by side in one mpirun job: gloo, the "tilecomm" backend, and
+MPI through mpi4py on the same tensors (their numpy views), nccl-tests style.
+
+    mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1 \
+        env PYTHONPATH=<build>/python /usr/bin/python3 bench/peers/torch_collectives.py
+
+Each call is timed alone: an MPI barrier, the call (blocking: async_op=False), the time; the time
+of an iteration is the slowest rank's. Prints per size the median and [min, max] over the
+iterations in microseconds, and the ratios gloo / tilecomm and tilecomm / mpi4py. float32 data;
+all_reduce sums size bytes per rank; all_to_all_single sends size bytes per rank in total.
+--json PATH also writes the figures.
+"""
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+import tilecomm.torch
+
+SIZES = [8, 64, 512, 4096, 32768, 262144, 2 << 20, 16 << 20]
+
+
+def timed(fn, iters, world):
+    for _ in range(3):
+        fn()
+    times = np.empty(iters)
+    for i in range(iters):
+        world.Barrier()
+        t0 = time.perf_counter()
+        fn()
+        times[i] = time.perf_counter() - t0
+    slowest = np.empty_like(times)
+    world.Allreduce(times, slowest, op=MPI.MAX)
+    return slowest * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=100, help="at most this many per point")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    world = MPI.COMM_WORLD
+    dist.init_process_group("tilecomm", **tilecomm.torch.mpi_rendezvous())
+    gloo = dist.new_group(backend="gloo")
+    tc = dist.group.WORLD
+    p = world.size
+    rows = []
+    for op in ("all_reduce", "all_to_all_single"):
+        for size in SIZES:
+            n = max(size // 4, p) // p * p
+            x = torch.ones(n)
+            y = torch.empty(n)
+            xa, ya = x.numpy(), y.numpy()
+            iters = max(10, min(args.iters, int(4e8 / max(size, 1) / 100)))
+            if op == "all_reduce":
+                calls = {
+                    "gloo": lambda: dist.all_reduce(x, group=gloo),
+                    "tilecomm": lambda: dist.all_reduce(x, group=tc),
+                    "mpi4py": lambda: world.Allreduce(MPI.IN_PLACE, xa),
+                }
+            else:
+                calls = {
+                    "gloo": lambda: dist.all_to_all_single(y, x, group=gloo),
+                    "tilecomm": lambda: dist.all_to_all_single(y, x, group=tc),
+                    "mpi4py": lambda: world.Alltoall(xa, ya),
+                }
+            row = {"op": op, "bytes": n * 4, "iters": iters}
+            for name, fn in calls.items():
+                t = timed(fn, iters, world)
+                row[name] = {"median": float(np.median(t)), "min": float(t.min()),
+                             "max": float(t.max())}
+            rows.append(row)
+    if world.rank == 0:
+        print(f"# torch.distributed, {p} ranks, float32, us per call: median [min, max] over "
+              f"iterations (slowest rank)")
+        print("| op | bytes | gloo | tilecomm | mpi4py | gloo / tilecomm | tilecomm / mpi4py |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            cell = lambda d: f"{d['median']:.1f} [{d['min']:.1f}, {d['max']:.1f}]"  # noqa: E731
+            print(f"| {r['op']} | {r['bytes']} | {cell(r['gloo'])} | {cell(r['tilecomm'])} | "
+                  f"{cell(r['mpi4py'])} | {r['gloo']['median'] / r['tilecomm']['median']:.1f}x | "
+                  f"{r['tilecomm']['median'] / r['mpi4py']['median']:.2f} |")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"ranks": p, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
