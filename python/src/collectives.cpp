@@ -136,9 +136,16 @@ py::object finish(const PyCommunicator& comm, bool nonblocking, py::object resul
   return py::cast(r);
 }
 
+ReduceOrder parse_order(const std::string& order, const std::string& fn) {
+  if (order == "any") return ReduceOrder::Any;
+  if (order == "canonical") return ReduceOrder::Canonical;
+  throw Error(ErrorCode::InvalidArgument,
+              fn + ": order = '" + order + "' is not a reduce order; valid: any, canonical");
+}
+
 py::object py_allreduce(bool nb, const PyCommunicator& comm, py::handle send_obj, py::object recv,
                         const std::string& op, const std::string& algorithm,
-                        const std::string& dtype) {
+                        const std::string& dtype, const std::string& order) {
   const std::string fn = nb ? "tilecomm.iallreduce" : "tilecomm.allreduce";
   py::array send = checked_array(send_obj, fn + ": send", false);
   const DataType t = element_type(send, dtype, fn + ": send");
@@ -147,7 +154,7 @@ py::object py_allreduce(bool nb, const PyCommunicator& comm, py::handle send_obj
   const ReduceOp o = parse_op(op);
   const void* s = send.data();
   void* d = r.mutable_data();
-  const CollectiveOptions opt{algorithm};
+  const CollectiveOptions opt{algorithm, parse_order(order, fn)};
   return finish(
       comm, nb, r, {send, r}, [&](Communicator& c) { allreduce(c, s, d, n, t, o, opt); },
       [&](Communicator& c) { return iallreduce(c, s, d, n, t, o, opt); });
@@ -155,7 +162,7 @@ py::object py_allreduce(bool nb, const PyCommunicator& comm, py::handle send_obj
 
 py::object py_reduce_scatter(bool nb, const PyCommunicator& comm, py::handle send_obj,
                              py::object recv, const std::string& op, const std::string& algorithm,
-                             const std::string& dtype) {
+                             const std::string& dtype, const std::string& order) {
   const std::string fn = nb ? "tilecomm.ireduce_scatter" : "tilecomm.reduce_scatter";
   py::array send = checked_array(send_obj, fn + ": send", false);
   const DataType t = element_type(send, dtype, fn + ": send");
@@ -168,7 +175,7 @@ py::object py_reduce_scatter(bool nb, const PyCommunicator& comm, py::handle sen
   const ReduceOp o = parse_op(op);
   const void* s = send.data();
   void* d = r.mutable_data();
-  const CollectiveOptions opt{algorithm};
+  const CollectiveOptions opt{algorithm, parse_order(order, fn)};
   return finish(
       comm, nb, r, {send, r}, [&](Communicator& c) { reduce_scatter(c, s, d, n, t, o, opt); },
       [&](Communicator& c) { return ireduce_scatter(c, s, d, n, t, o, opt); });
@@ -326,16 +333,18 @@ Dropping an unfinished Request waits for it.
   // Each call twice: blocking (name) and non-blocking (i + name, returning a Request).
   both(m, "allreduce", &py_allreduce, py::arg("comm"), py::arg("send"),
        py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("algorithm") = "",
-       py::arg("dtype") = "", R"doc(
+       py::arg("dtype") = "", py::arg("order") = "any", R"doc(
 recv[i] = op over ranks of send[i]. op: "sum" | "max" | "min"; algorithm: "" (environment
 override, then the default table) or a name from algorithm_names("allreduce"); dtype: "" (the
-array's) or "bfloat16" (uint16/int16 arrays holding the bits).
+array's) or "bfloat16" (uint16/int16 arrays holding the bits). order: "any" (the algorithm's) or
+"canonical" (node sums in node order, each in rank order: the same bits whatever the algorithm;
+only one_shot, two_shot and hierarchical run).
 recv=None returns a new array shaped like send; recv=send reduces in place. Returns recv
 (iallreduce: a Request whose wait() returns it).
 )doc");
   both(m, "reduce_scatter", &py_reduce_scatter, py::arg("comm"), py::arg("send"),
        py::arg("recv") = py::none(), py::arg("op") = "sum", py::arg("algorithm") = "",
-       py::arg("dtype") = "", R"doc(
+       py::arg("dtype") = "", py::arg("order") = "any", R"doc(
 send holds size*n elements; this rank gets the reduction of block `rank` (n elements).
 recv=None returns a new 1-D array of n elements. Returns recv (ireduce_scatter: a Request).
 )doc");

@@ -233,6 +233,30 @@ def test_bad_op_and_algorithm(comm):
     assert "no_such_algorithm" in str(e.value) and "no_such_algorithm" in e.value.message
 
 
+def test_canonical_order_is_the_same_bits_for_every_algorithm(comm, world):
+    """order="canonical": random floats give one set of bits whatever the algorithm; algorithms
+    that do not keep the order are refused by name before communicating."""
+    rng = np.random.default_rng(100 + comm.rank)
+    send = (rng.standard_normal(5003) * 2.0 ** rng.integers(-10, 10, 5003)).astype(np.float32)
+    results = {}
+    for algorithm in [""] + tilecomm.algorithm_names("allreduce"):
+        try:
+            results[algorithm] = tilecomm.allreduce(comm, send, algorithm=algorithm,
+                                                    order="canonical")
+        except tilecomm.Error as e:
+            assert algorithm != "", e.message
+            if algorithm in ("one_shot", "two_shot", "hierarchical"):
+                assert e.code == "NotSupported", e.message
+            else:
+                assert e.code == "InvalidArgument" and f"'{algorithm}'" in e.message, e.message
+    assert "" in results and len(results) >= 2
+    for algorithm, out in results.items():
+        np.testing.assert_array_equal(out, results[""], err_msg=algorithm or "auto")
+    with pytest.raises(tilecomm.Error, match="order = 'sorted'") as e:
+        tilecomm.allreduce(comm, send, order="sorted")
+    assert e.value.code == "InvalidArgument"
+
+
 def test_overlap_without_being_in_place_is_tilecomm_error(comm):
     buf = np.ones(64, np.float32)
     with pytest.raises(tilecomm.Error, match="overlap") as e:

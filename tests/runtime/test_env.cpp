@@ -101,7 +101,7 @@ TEST(Env, BadValuesNameTheVariableAndTheValue) {
 TEST(Env, DescribeListsEveryVariable) {
   const Env e = parse({{"TILECOMM_CUS", "7"}});
   const auto rows = e.describe();
-  EXPECT_EQ(rows.size(), 15u);
+  EXPECT_EQ(rows.size(), 16u);
   bool found = false;
   for (const auto& r : rows) {
     EXPECT_EQ(r.name.rfind("TILECOMM_", 0), 0u);
