@@ -22,6 +22,15 @@ import tilecomm.torch
 VARIANTS = ("gloo", "tilecomm", "fused")
 
 
+def add_run_options(ap, module, perturb_help):
+    """The options every example takes: --repeats, --mode of its fused `module`, --seed, --perturb."""
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per variant")
+    ap.add_argument("--mode", default="fused", choices=["auto", "sequential", "shaped", "fused"],
+                    help=f"mode of the fused variant's {module}")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--perturb", action="store_true", help=perturb_help)
+
+
 def setup():
     """One thread per rank for torch (one core per rank on the device model), the process groups.
     Returns (MPI world, {"gloo": group, "tilecomm": group})."""

@@ -79,12 +79,8 @@ def main():
     ap.add_argument("--bot", default="512-256", help="bottom MLP hidden sizes (dense->...->dim)")
     ap.add_argument("--top", default="512-256", help="top MLP hidden sizes (...->1)")
     ap.add_argument("--steps", type=int, default=4, help="batches per timed run")
-    ap.add_argument("--repeats", type=int, default=5, help="timed runs per variant")
-    ap.add_argument("--mode", default="fused", choices=["auto", "sequential", "shaped", "fused"],
-                    help="mode of the fused variant's ShardedEmbeddingBags")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--perturb", action="store_true",
-                    help="change the fused variant's first table (the check must then fail)")
+    common.add_run_options(ap, "ShardedEmbeddingBags",
+                           "change the fused variant's first table (the check must then fail)")
     args = ap.parse_args()
 
     world, groups = common.setup()

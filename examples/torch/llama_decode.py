@@ -148,12 +148,8 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--tokens", type=int, default=32, help="tokens generated per run")
-    ap.add_argument("--repeats", type=int, default=5, help="timed runs per variant")
-    ap.add_argument("--mode", default="fused", choices=["auto", "sequential", "shaped", "fused"],
-                    help="mode of the fused variant's RowParallelLinear")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--perturb", action="store_true",
-                    help="change one fused weight (the check must then fail)")
+    common.add_run_options(ap, "RowParallelLinear",
+                           "change one fused weight (the check must then fail)")
     args = ap.parse_args()
 
     world, groups = common.setup()

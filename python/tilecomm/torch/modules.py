@@ -76,7 +76,7 @@ class _ForwardOnly(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         raise NotImplementedError(f"tilecomm.torch.{ctx.name}: backward is not implemented "
-                                  f"(the module is forward only)")
+                                  "(the module is forward only)")
 
 
 def _forward_only(name, out, *tensors):
