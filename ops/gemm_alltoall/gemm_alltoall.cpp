@@ -1,6 +1,5 @@
 // GemmAllToAll: set-up, the GEMM tile, and the unfused modes (sequential, shaped). The per-call
 // routing checks are in gemm_alltoall_routing.cpp.
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +16,8 @@ namespace detail {
 namespace {
 
 constexpr OpInfo kInfo{"GemmAllToAll", "gemm_alltoall", {"k", "n", "experts"}};
+/// Weight panels per packing task (256 columns).
+constexpr std::size_t kPackPanels = 16;
 
 }  // namespace
 
@@ -72,6 +73,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
                     "({}); use a larger tile",
                     experts(), max_row_blocks, col_blocks, ub));
   send_buf.resize(max_in * n);
+  packed.reset(local_experts, k, n);
   SegmentLayout layout;
   const auto other_local = static_cast<std::size_t>(topo.local_size - 1);
   fused_exchange.reserve(layout, p, experts() * max_row_blocks * col_blocks,
@@ -96,18 +98,27 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
   return tiles;
 }
 
-void GemmAllToAllImpl::gemm_tile(std::span<const float* const> weights, const float* x,
-                                 const GemmTile& t, float* dst, std::size_t ldc) const {
-  const float* a = x + (route.x_row[t.expert * topo.size + t.src] + t.row0) * k;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(t.row1 - t.row0),
-              static_cast<int>(t.col1 - t.col0), static_cast<int>(k), 1.0f, a, static_cast<int>(k),
-              weights[t.expert] + t.col0, static_cast<int>(n), 0.0f, dst, static_cast<int>(ldc));
+void GemmAllToAllImpl::pack_weights(std::span<const float* const> weights) {
+  const int p = topo.size;
+  const std::size_t chunks = (packed.panels() + kPackPanels - 1) / kPackPanels;
+  std::vector<std::size_t> used;  // experts with rows in this call
+  for (std::size_t e = 0; e < local_experts; ++e)
+    if (route.x_row[(e + 1) * p] > route.x_row[e * p]) used.push_back(e);
+  ctx.run_compute(used.size() * chunks, [&](std::size_t task) {
+    const std::size_t e = used[task / chunks], c = task % chunks;
+    packed.pack(e, weights[e], n, c * kPackPanels, (c + 1) * kPackPanels);
+  });
 }
 
-void GemmAllToAllImpl::gemm_to_send(std::span<const float* const> weights, const float* x,
-                                    const GemmTile& t) {
+void GemmAllToAllImpl::gemm_tile(const float* x, const GemmTile& t, float* dst,
+                                 std::size_t ldc) const {
+  const float* a = x + (route.x_row[t.expert * topo.size + t.src] + t.row0) * k;
+  kernels::gemm_tile(a, k, t.row1 - t.row0, packed, t.expert, t.col0, t.col1 - t.col0, dst, ldc);
+}
+
+void GemmAllToAllImpl::gemm_to_send(const float* x, const GemmTile& t) {
   const std::size_t row = route.send_row[t.src * local_experts + t.expert] + t.row0;
-  gemm_tile(weights, x, t, send_buf.data() + row * n + t.col0, n);
+  gemm_tile(x, t, send_buf.data() + row * n + t.col0, n);
 }
 
 void GemmAllToAllImpl::exchange(float* y, std::size_t c, std::size_t nc) {
@@ -131,14 +142,13 @@ void GemmAllToAllImpl::exchange(float* y, std::size_t c, std::size_t nc) {
             {ctx.options.algorithm});
 }
 
-void GemmAllToAllImpl::run_sequential(std::span<const float* const> weights, const float* x,
-                                      float* y) {
+void GemmAllToAllImpl::run_sequential(const float* x, float* y) {
   const std::vector<GemmTile> tiles = make_tiles(0, local_experts, false);
-  ctx.run_compute(tiles.size(), [&](std::size_t i) { gemm_to_send(weights, x, tiles[i]); });
+  ctx.run_compute(tiles.size(), [&](std::size_t i) { gemm_to_send(x, tiles[i]); });
   exchange(y, 0, 1);
 }
 
-void GemmAllToAllImpl::run_shaped(std::span<const float* const> weights, const float* x, float* y) {
+void GemmAllToAllImpl::run_shaped(const float* x, float* y) {
   // Chunk c = part c of every rank's experts.
   const auto chunks = static_cast<std::size_t>(ctx.options.shaped.chunks);
   std::vector<std::vector<GemmTile>> tiles(chunks);
@@ -146,7 +156,7 @@ void GemmAllToAllImpl::run_shaped(std::span<const float* const> weights, const f
     tiles[c] = make_tiles(split_begin(local_experts, chunks, c),
                           split_begin(local_experts, chunks, c + 1), false);
   ctx.run_shaped({chunks, [&](std::size_t c) { return tiles[c].size(); },
-                  [&](std::size_t c, std::size_t i) { gemm_to_send(weights, x, tiles[c][i]); },
+                  [&](std::size_t c, std::size_t i) { gemm_to_send(x, tiles[c][i]); },
                   [&](std::size_t c) { exchange(y, c, chunks); }});
 }
 
@@ -165,9 +175,11 @@ void GemmAllToAll::run(std::span<const float* const> weights, const float* x,
   detail::GemmAllToAllImpl& op = *impl_;
   op.ctx.dispatch(
       mode, {op.k, op.n, op.experts()},
-      [&] { op.prepare(weights, x, recv_counts, send_counts, y); },
-      [&] { op.run_sequential(weights, x, y); }, [&] { op.run_shaped(weights, x, y); },
-      [&] { op.run_fused(weights, x, y); });
+      [&] {
+        op.prepare(weights, x, recv_counts, send_counts, y);
+        op.pack_weights(weights);
+      },
+      [&] { op.run_sequential(x, y); }, [&] { op.run_shaped(x, y); }, [&] { op.run_fused(x, y); });
 }
 
 void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights, const float* x,
@@ -175,9 +187,9 @@ void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights
                          std::span<const std::size_t> send_counts) {
   detail::GemmAllToAllImpl& impl = detail::BenchAccess::impl(op);
   impl.prepare(weights, x, recv_counts, send_counts, nullptr, false);
+  impl.pack_weights(weights);
   const auto tiles = impl.make_tiles(0, impl.local_experts, false);
-  impl.ctx.run_compute(tiles.size(),
-                       [&](std::size_t i) { impl.gemm_to_send(weights, x, tiles[i]); });
+  impl.ctx.run_compute(tiles.size(), [&](std::size_t i) { impl.gemm_to_send(x, tiles[i]); });
 }
 
 void bench::collective_only(GemmAllToAll& op, float* y) {

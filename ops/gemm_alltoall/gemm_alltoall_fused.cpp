@@ -13,7 +13,7 @@
 
 namespace tilecomm::detail {
 
-void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const float* x, float* y) {
+void GemmAllToAllImpl::run_fused(const float* x, float* y) {
   const int me = topo.rank;
   const std::vector<GemmTile> tiles = make_tiles(0, local_experts, ctx.options.remote_first);
   std::vector<BlockRoute> produced, arrivals;
@@ -44,7 +44,7 @@ void GemmAllToAllImpl::run_fused(std::span<const float* const> weights, const fl
   }
   fused_exchange.run(
       produced, arrivals, y,
-      [&](std::size_t i, float* dst, std::size_t ld) { gemm_tile(weights, x, tiles[i], dst, ld); },
+      [&](std::size_t i, float* dst, std::size_t ld) { gemm_tile(x, tiles[i], dst, ld); },
       &headers);
 }
 

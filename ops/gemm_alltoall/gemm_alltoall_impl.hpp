@@ -11,6 +11,7 @@
 
 #include "ops/common/block_exchange.hpp"
 #include "ops/common/op_context.hpp"
+#include "ops/kernels/gemm.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/gemm_alltoall.hpp"
 
@@ -66,17 +67,19 @@ struct GemmAllToAllImpl {
     return (g * max_row_blocks + row / tile_rows) * col_blocks + col / tile_cols;
   }
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
-  /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc).
-  void gemm_tile(std::span<const float* const> weights, const float* x, const GemmTile& t,
-                 float* dst, std::size_t ldc) const;
+  /// Every mode's first step: packs the weights of the local experts that received rows into
+  /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for).
+  void pack_weights(std::span<const float* const> weights);
+  /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc), from `packed`.
+  void gemm_tile(const float* x, const GemmTile& t, float* dst, std::size_t ldc) const;
   /// gemm_tile into the send buffer of the unfused modes (grouped by source rank, then expert).
-  void gemm_to_send(std::span<const float* const> weights, const float* x, const GemmTile& t);
+  void gemm_to_send(const float* x, const GemmTile& t);
   /// All-to-Allv of chunk c of nc (part c of every owner's experts) from the send buffer into y.
   void exchange(float* y, std::size_t c, std::size_t nc);
 
-  void run_sequential(std::span<const float* const> weights, const float* x, float* y);
-  void run_shaped(std::span<const float* const> weights, const float* x, float* y);
-  void run_fused(std::span<const float* const> weights, const float* x, float* y);
+  void run_sequential(const float* x, float* y);
+  void run_shaped(const float* x, float* y);
+  void run_fused(const float* x, float* y);
 
   OpContext ctx;
   const Topology& topo;
@@ -86,7 +89,8 @@ struct GemmAllToAllImpl {
   std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
   std::vector<std::size_t> first_expert;  // per rank prefix; [p] = experts in the job
   Routing route;
-  std::vector<float> send_buf;  // unfused modes: results grouped by source rank, then expert
+  std::vector<float> send_buf;    // unfused modes: results grouped by source rank, then expert
+  kernels::PackedWeights packed;  // this call's weights, packed by pack_weights
   // Fused: flags [experts x max_row_blocks x col_blocks]; per inbox half one slot of slot_rows x N
   // per other on-node rank, holding the blocks that owner returns here in the owner's order
   // (pair_row), since an owner does not know where they go in this rank's y; headers of 2 x the

@@ -1,5 +1,4 @@
 // GemmReduceScatter: set-up, validation, the GEMM tile, and the unfused modes (sequential, shaped).
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,6 +36,7 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (rows_local + tile - 1) / tile;
   partial.resize(m * n);
+  packed.reset(1, k, n);
   SegmentLayout layout;
   const std::size_t flags_offset = layout.add(TileFlags::bytes_for(topo.size * blocks));
   partials_offset = layout.add(2 * m * n * sizeof(float));
@@ -44,16 +44,15 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   partial_flags = ctx.flags_at(flags_offset, topo.size * blocks);
 }
 
-void GemmReduceScatterImpl::gemm_rows(const float* a, const float* w, std::size_t row0,
-                                      std::size_t rows, float* dst, std::size_t ldc) const {
-  if (k == 0) {
-    for (std::size_t r = 0; r < rows; ++r)
-      std::fill(dst + r * ldc, dst + r * ldc + n, 0.0f);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a + row0 * k, static_cast<int>(k), w,
-              static_cast<int>(n), 0.0f, dst, static_cast<int>(ldc));
+void GemmReduceScatterImpl::pack_weights(const float* w) {
+  constexpr std::size_t kPanels = 16;  // per task (256 columns)
+  ctx.run_compute((packed.panels() + kPanels - 1) / kPanels,
+                  [&](std::size_t c) { packed.pack(0, w, n, c * kPanels, (c + 1) * kPanels); });
+}
+
+void GemmReduceScatterImpl::gemm_rows(const float* a, std::size_t row0, std::size_t rows,
+                                      float* dst, std::size_t ldc) const {
+  kernels::gemm_tile(a + row0 * k, k, rows, packed, 0, 0, n, dst, ldc);  // k = 0: zeros
 }
 
 void GemmReduceScatterImpl::validate(const float* a, const float* w, const float* y,
@@ -83,11 +82,11 @@ std::vector<RowTile> GemmReduceScatterImpl::chunk_tiles(std::size_t c, std::size
   return tiles;
 }
 
-void GemmReduceScatterImpl::compute_chunk_tile(const float* a, const float* w, std::size_t c,
-                                               std::size_t chunks, const RowTile& t) {
+void GemmReduceScatterImpl::compute_chunk_tile(const float* a, std::size_t c, std::size_t chunks,
+                                               const RowTile& t) {
   const std::size_t lo = chunk_row0(c, chunks), rows = chunk_row0(c + 1, chunks) - lo;
   float* region = partial.data() + topo.size * lo * n;  // chunk c: [owner][rows][N]
-  gemm_rows(a, w, t.owner * rows_local + t.row0, t.row1 - t.row0,
+  gemm_rows(a, t.owner * rows_local + t.row0, t.row1 - t.row0,
             region + (t.owner * rows + (t.row0 - lo)) * n, n);
 }
 
@@ -97,20 +96,19 @@ void GemmReduceScatterImpl::reduce_scatter_chunk(float* y, std::size_t c, std::s
                  DataType::Float32, ReduceOp::Sum, {ctx.options.algorithm});
 }
 
-void GemmReduceScatterImpl::run_unfused(const float* a, const float* w, float* y,
-                                        std::size_t chunks, bool shaped) {
+void GemmReduceScatterImpl::run_unfused(const float* a, float* y, std::size_t chunks, bool shaped) {
   chunks = std::min(chunks, rows_local);  // no empty chunks
   std::vector<std::vector<RowTile>> tiles(chunks);
   for (std::size_t c = 0; c < chunks; ++c)
     tiles[c] = chunk_tiles(c, chunks);
   if (!shaped) {  // sequential: one chunk, computed on every CU, then the collective
     ctx.run_compute(tiles[0].size(),
-                    [&](std::size_t i) { compute_chunk_tile(a, w, 0, 1, tiles[0][i]); });
+                    [&](std::size_t i) { compute_chunk_tile(a, 0, 1, tiles[0][i]); });
     return reduce_scatter_chunk(y, 0, 1);
   }
   ctx.run_shaped(
       {chunks, [&](std::size_t c) { return tiles[c].size(); },
-       [&](std::size_t c, std::size_t i) { compute_chunk_tile(a, w, c, chunks, tiles[c][i]); },
+       [&](std::size_t c, std::size_t i) { compute_chunk_tile(a, c, chunks, tiles[c][i]); },
        [&](std::size_t c) { reduce_scatter_chunk(y, c, chunks); }});
 }
 
@@ -128,19 +126,22 @@ void GemmReduceScatter::run(const float* a, const float* w, float* y, Mode mode)
       mode, {op.m, op.n, op.tile},
       [&] {
         op.validate(a, w, y);
-        return op.m > 0;  // every rank has the same m: nothing to do anywhere
+        if (op.m == 0) return false;  // every rank has the same m: nothing to do anywhere
+        op.pack_weights(w);
+        return true;
       },
-      [&] { op.run_unfused(a, w, y, 1, false); },
-      [&] { op.run_unfused(a, w, y, op.ctx.options.shaped.chunks, true); },
-      [&] { op.run_fused(a, w, y); });
+      [&] { op.run_unfused(a, y, 1, false); },
+      [&] { op.run_unfused(a, y, op.ctx.options.shaped.chunks, true); },
+      [&] { op.run_fused(a, y); });
 }
 
 void bench::compute_only(GemmReduceScatter& op, const float* a, const float* w) {
   detail::GemmReduceScatterImpl& impl = detail::BenchAccess::impl(op);
   impl.validate(a, w, nullptr, false);
+  impl.pack_weights(w);
   const std::vector<detail::RowTile> tiles = impl.chunk_tiles(0, 1);
   impl.ctx.run_compute(tiles.size(),
-                       [&](std::size_t i) { impl.compute_chunk_tile(a, w, 0, 1, tiles[i]); });
+                       [&](std::size_t i) { impl.compute_chunk_tile(a, 0, 1, tiles[i]); });
 }
 
 void bench::collective_only(GemmReduceScatter& op, float* y) {

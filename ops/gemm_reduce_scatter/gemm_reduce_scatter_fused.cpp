@@ -12,7 +12,7 @@
 
 namespace tilecomm::detail {
 
-void GemmReduceScatterImpl::run_fused(const float* a, const float* w, float* y) {
+void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
   FusedPlan plan(ctx);
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
   const std::size_t reduce_base = static_cast<std::size_t>(p) * blocks;  // task ids after computes
@@ -49,13 +49,13 @@ void GemmReduceScatterImpl::run_fused(const float* a, const float* w, float* y) 
     const std::size_t row0 = q * rows_local + block_row0(i);  // in A
     if (plan.dest(q) == FusedPlan::Dest::OffNode) {
       float* staging = plan.staged(staged[q]) + at;
-      gemm_rows(a, w, row0, rows, staging, n);
+      gemm_rows(a, row0, rows, staging, n);
       plan.send(wg, staging, static_cast<int>(rows * n), MPI_FLOAT, q, static_cast<int>(i),
                 static_cast<std::int64_t>(task), bytes);
       return;
     }
     const int q_local = topo.local_of[q];  // straight into the owner's segment
-    gemm_rows(a, w, row0, rows, partials(q_local, plan.parity(), me) + at, n);
+    gemm_rows(a, row0, rows, partials(q_local, plan.parity(), me) + at, n);
     plan.release(wg, partial_flags[q_local], static_cast<std::size_t>(me) * blocks + i, q,
                  static_cast<std::int64_t>(task), bytes);
   });

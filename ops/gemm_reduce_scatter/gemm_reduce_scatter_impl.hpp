@@ -7,6 +7,7 @@
 
 #include "ops/common/fused_plan.hpp"
 #include "ops/common/op_context.hpp"
+#include "ops/kernels/gemm.hpp"
 #include "tilecomm/gemm_reduce_scatter.hpp"
 
 namespace tilecomm::detail {
@@ -24,8 +25,10 @@ struct GemmReduceScatterImpl {
   // Block i of every slice: local rows [block_row0(i), block_row0(i + 1)).
   std::size_t block_row0(std::size_t i) const { return std::min(rows_local, i * tile); }
   std::size_t block_rows(std::size_t i) const { return block_row0(i + 1) - block_row0(i); }
-  // dst[rows x N] (row stride ldc) = A[global rows row0 .. row0 + rows) x W.
-  void gemm_rows(const float* a, const float* w, std::size_t row0, std::size_t rows, float* dst,
+  // Every mode's first step: W into `packed` (tasks of 16 panels on every CU, waited for).
+  void pack_weights(const float* w);
+  // dst[rows x N] (row stride ldc) = A[global rows row0 .. row0 + rows) x W (from `packed`).
+  void gemm_rows(const float* a, std::size_t row0, std::size_t rows, float* dst,
                  std::size_t ldc) const;
   void validate(const float* a, const float* w, const float* y, bool check_y = true) const;
 
@@ -34,16 +37,16 @@ struct GemmReduceScatterImpl {
   // ReduceScatter reads one contiguous buffer.
   std::size_t chunk_row0(std::size_t c, std::size_t chunks) const;
   std::vector<RowTile> chunk_tiles(std::size_t c, std::size_t chunks) const;
-  void compute_chunk_tile(const float* a, const float* w, std::size_t c, std::size_t chunks,
-                          const RowTile& t);
+  void compute_chunk_tile(const float* a, std::size_t c, std::size_t chunks, const RowTile& t);
   void reduce_scatter_chunk(float* y, std::size_t c, std::size_t chunks);
-  void run_unfused(const float* a, const float* w, float* y, std::size_t chunks, bool shaped);
-  void run_fused(const float* a, const float* w, float* y);  // gemm_reduce_scatter_fused.cpp
+  void run_unfused(const float* a, float* y, std::size_t chunks, bool shaped);
+  void run_fused(const float* a, float* y);  // gemm_reduce_scatter_fused.cpp
 
   OpContext ctx;
   const Topology& topo;
   std::size_t m, k, n, rows_local = 0, tile = 0, blocks = 0;
-  std::vector<float> partial;  // unfused modes: this rank's A_r W_r, chunk-major
+  std::vector<float> partial;     // unfused modes: this rank's A_r W_r, chunk-major
+  kernels::PackedWeights packed;  // this call's W, packed by pack_weights
 
   // ---- fused ----
   // Segment of each on-node rank: flags [p * blocks] (index s * blocks + i: rank s's partial of
