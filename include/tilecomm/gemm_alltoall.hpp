@@ -54,8 +54,15 @@ struct GemmAllToAllImpl;
 /// node - 1) x min(largest max_rows_in, largest max_rows_out) x N floats: an owner does not know
 /// where its rows go in a source's y without the call's counts of every rank, so each on-node owner
 /// has its own slot there, and the source copies the rows into place.
-/// All modes compute the same tiles with the same BLAS calls (only the destination differs), so
-/// they agree bitwise.
+/// All modes compute the same tiles with the same kernel (only the destination differs), and the
+/// kernel's result does not depend on the tiling or the ISA path (every element is one chain of
+/// fused multiply-adds in increasing k; docs/ops.md, "GEMM kernel"), so they agree bitwise.
+///
+/// Weights are packed per call: each run() first copies the weights of the local experts that
+/// receive rows into the context's panel buffer (local_experts x K x N rounded up to 16 floats,
+/// allocated at construction), spread over the device's CUs, then computes every tile from it.
+/// So the caller may change the weights (pointers or contents) freely between calls, and must not
+/// change them during a call; nothing is cached across calls.
 class GemmAllToAll {
  public:
   /// `max_rows_in`/`max_rows_out`: the most rows this rank's experts receive / this rank routes out
@@ -65,8 +72,9 @@ class GemmAllToAll {
                OpOptions options = {});
   ~GemmAllToAll();
 
-  /// y = expert results, see the class comment. weights[e] is local expert e. x: [sum(recv_counts)
-  /// x K]; y: [sum(send_counts) x N]. y must not overlap x or the weights.
+  /// y = expert results, see the class comment. weights[e] is local expert e, read (packed) at the
+  /// start of every call. x: [sum(recv_counts) x K]; y: [sum(send_counts) x N]. y must not overlap
+  /// x or the weights.
   void run(std::span<const float* const> weights, const float* x,
            std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
            float* y, Mode mode);

@@ -25,9 +25,15 @@ struct GemmReduceScatterImpl;
 /// across ranks, also 0. Calls to run() are collective and ordered like collectives. `comm` and
 /// `device` must outlive the context.
 ///
-/// Results: sequential and shaped reduce through tilecomm's ReduceScatter; fused reduces each row
-/// block at its owner in rank order. With exact inputs (small integers) all modes agree bitwise;
-/// with general floats, to within float rounding of a p-term sum.
+/// Results: every mode computes A_r W_r with the same kernel, whose result does not depend on the
+/// tiling (docs/ops.md, "GEMM kernel"); sequential and shaped reduce through tilecomm's
+/// ReduceScatter, fused reduces each row block at its owner in rank order. With exact inputs
+/// (small integers) all modes agree bitwise; with general floats, to within float rounding of a
+/// p-term sum.
+///
+/// W is packed per call: each run() first copies W into the context's panel buffer (K_r x N
+/// rounded up to 16 floats, allocated at construction), spread over the device's CUs. The caller
+/// may change W freely between calls, not during one; nothing is cached across calls.
 class GemmReduceScatter {
  public:
   GemmReduceScatter(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,
@@ -35,8 +41,8 @@ class GemmReduceScatter {
   ~GemmReduceScatter();
 
   /// y = rows [row_begin(), row_begin() + rows_local()) of sum_r A_r W_r. `a` is [M x K_local], `w`
-  /// [K_local x N], `y` [rows_local() x N], all row-major; y must not overlap a or w. Null
-  /// pointers are allowed only for empty extents.
+  /// [K_local x N] (read, packed, at the start of the call), `y` [rows_local() x N], all
+  /// row-major; y must not overlap a or w. Null pointers are allowed only for empty extents.
   void run(const float* a, const float* w, float* y, Mode mode);
 
   std::size_t m() const;

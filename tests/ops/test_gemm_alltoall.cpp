@@ -1,6 +1,7 @@
 // GemmAllToAll: every mode equals a reference each rank computes for the rows it routed out,
-// bitwise; uneven and zero counts, several calls with changing routing, stragglers; in verify mode
-// routing mismatches raise the same error on every rank.
+// bitwise; uneven and zero counts, several calls with changing routing and with the weights
+// rewritten in place (same pointers) between calls, stragglers; in verify mode routing mismatches
+// raise the same error on every rank.
 #include "ops_test_util.hpp"
 
 namespace tilecomm::test {
@@ -17,22 +18,23 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
   for (int r = 0; r < p; ++r)
     first[r + 1] = first[r] + experts_of(r);
   const std::size_t G = first[p];
-  auto W = [](std::size_t g, std::size_t i, std::size_t j) {
-    return small_int(g * 5 + i * 3 + j * 11);
+  int call = 0;  // the weights change in place every call (the kernel packs them per call)
+  auto W = [&call](std::size_t g, std::size_t i, std::size_t j) {
+    return small_int(g * 5 + i * 3 + j * 11 + call * 2);
   };
   opt.tile = tile;
   GemmAllToAll op(comm, dev, experts_of(me), k, n, 2000, 2000, opt);
   ASSERT_EQ(op.num_experts(), G);
   std::vector<std::vector<float>> w(experts_of(me), std::vector<float>(k * n));
   std::vector<const float*> wp;
-  for (std::size_t e = 0; e < w.size(); ++e) {
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        w[e][i * n + j] = W(first[me] + e, i, j);
+  for (std::size_t e = 0; e < w.size(); ++e)
     wp.push_back(w[e].data());
-  }
   Straggler straggler(dev, 7u + me);
-  for (int call = 0; call < calls; ++call) {
+  for (call = 0; call < calls; ++call) {
+    for (std::size_t e = 0; e < w.size(); ++e)
+      for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+          w[e][i * n + j] = W(first[me] + e, i, j);
     // rows source s routes to expert g this call: uneven, with zeros
     auto cnt = [&](int s, std::size_t g) {
       return static_cast<std::size_t>((s * 7 + g * 13 + call * 5) % 23) * ((g + s + call) % 4 != 0);
