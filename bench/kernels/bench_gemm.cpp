@@ -1,10 +1,11 @@
 // gemm_perf: GFLOP/s of C[M x N] = A[M x K] B[K x N] on one core, at the MoE expert shapes of
 // issue 14 (M x N x K: 1024^3, 2048 x 4096 x 1024, 2048 x 336 x 256):
 //   sgemm/M/N/K                      OpenBLAS cblas_sgemm on the whole matrix (the roofline)
-//   sgemm_tiles/M/N/K/rows/cols      OpenBLAS once per tile of rows x cols (cols 0: all of N), as
-//                                    the operators did before the packed kernel
+//   sgemm_tiles/M/N/K/rows/cols      OpenBLAS once per tile of rows x cols (cols 0: all of N),
+//                                    tiles row by row, as the operators did before the kernel
 //   gemm_tiles/M/N/K/rows/cols/isa   tilecomm::kernels: B packed once per iteration (as per call in
-//                                    the operators; included in the time), then gemm_tile per tile
+//                                    the operators; included in the time), then gemm_tile per tile,
+//                                    column block by column block as GemmAllToAll orders its tiles
 //                                    (isa: 1 avx2, 2 avx512; 0 scalar is too slow to list)
 //   pack/K/N                         PackedWeights::pack of one K x N matrix alone
 // GFLOPs = 2 M N K per CPU second (1e9; CPU time: the machine may be shared). Run on one core:
@@ -111,8 +112,8 @@ void BM_gemm_tiles(benchmark::State& state) {
   w.reset(1, s.k, s.n);
   for (auto _ : state) {
     w.pack(0, in.b.data(), s.n, 0, w.panels());
-    for (std::size_t r = 0; r < s.m; r += s.rows)
-      for (std::size_t c = 0; c < s.n; c += s.cols)
+    for (std::size_t c = 0; c < s.n; c += s.cols)
+      for (std::size_t r = 0; r < s.m; r += s.rows)
         kn::gemm_tile(path, in.a.data() + r * s.k, s.k, std::min(s.rows, s.m - r), w, 0, c,
                       std::min(s.cols, s.n - c), in.c.data() + r * s.n + c, s.n);
     benchmark::ClobberMemory();

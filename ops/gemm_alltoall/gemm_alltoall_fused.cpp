@@ -34,8 +34,8 @@ void GemmAllToAllImpl::run_fused(const float* x, float* y) {
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
       const std::size_t rows = route.send_counts[g];
       const std::size_t pair_row = y_row(g) - y_row(first_expert[o]);
-      for (std::size_t r = 0; r < rows; r += tile_rows)
-        for (std::size_t c = 0; c < n; c += tile_cols) {
+      for (std::size_t c = 0; c < n; c += tile_cols)  // in the owner's order (make_tiles)
+        for (std::size_t r = 0; r < rows; r += tile_rows) {
           const Block block{(y_row(g) + r) * n + c, std::min(rows, r + tile_rows) - r,
                             std::min(n, c + tile_cols) - c};
           arrivals.push_back({o, block, flag_of(g, r, c), slot + (pair_row + r) * n + c});
