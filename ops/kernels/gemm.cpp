@@ -7,18 +7,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <vector>
 
 namespace tilecomm::kernels {
 namespace {
 
 constexpr std::size_t kMr = kGemmMr, kNr = kGemmNr;
 // Blocking (results do not depend on it, gemm.hpp): per tile, column blocks of kNc, row blocks of
-// at most kMc (a multiple of kMr; the rows split evenly) and K blocks of kKc. The packed A block
-// (<= kMc x kKc, 200 KiB) stays in L2; a B panel's K block (kKc x kNr, 64 KiB) streams from L2
-// (prefetched in the micro-kernel) across the block's strips. Measured on Zen 3 at K = 1024 (32- to
-// 256-row tiles, gemm_perf): kKc 256 / 512 / 1024 gave 66-75 / 74-81 / 74-82 GFLOP/s (fewer
-// passes over C win over a B panel in L1); kMc 48 / 96 / 192 rows the same within the noise.
+// at most kMc (a multiple of kMr; the rows split evenly) and K blocks of kKc. A is read in place:
+// a row block (<= kMc x kKc, 192 KiB) stays in L2 across the column block's panels; a B panel's K
+// block (kKc x kNr, 64 KiB) streams from L2 (prefetched in the micro-kernel) across the block's
+// strips. Measured on Zen 3 at K = 1024 (32- to 256-row tiles, gemm_perf): kKc 256 / 512 / 1024
+// gave 66-75 / 74-81 / 74-82 GFLOP/s (fewer passes over C win over a B panel in L1); kMc 48 / 96 /
+// 192 rows the same within the noise; copying A's row block into a buffer first (as BLAS packs A)
+// cost 4-8 % (77-81 vs 82-85 GFLOP/s, two runs side by side).
 constexpr std::size_t kKc = 1024, kMc = 8 * kMr, kNc = 256;
 
 /// Rows per row block: `rows` split into equal blocks of at most kMc, rounded up to kMr.
@@ -35,22 +36,6 @@ std::size_t strip_rows(std::size_t left) {
   if (left <= kMr) return left;
   if (left < kMr + 4) return (left + 1) / 2;
   return kMr;
-}
-
-/// Row stride of the packed A block: kKc plus one cache line, so that consecutive rows fall in
-/// different L1 sets (A's own row stride is a multiple of 4 KiB whenever K is of 1024).
-constexpr std::size_t kLdPacked = kKc + 16;
-
-/// Rows [0, rows) x K columns [0, kc) of a (row stride lda) into out (row stride kLdPacked).
-void pack_a(const float* a, std::size_t lda, std::size_t rows, std::size_t kc, float* out) {
-  for (std::size_t r = 0; r < rows; ++r)
-    std::memcpy(out + r * kLdPacked, a + r * lda, kc * sizeof(float));
-}
-
-/// The packed-A buffer of this thread (one tile at a time per thread).
-float* a_buffer() {
-  thread_local std::vector<float> buf(kMc * kLdPacked);
-  return buf.data();
 }
 
 template <std::size_t R>
@@ -146,7 +131,6 @@ void gemm_tile(const GemmKernels& kernels, const float* a, std::size_t lda, std:
       std::fill(c + i * ldc, c + i * ldc + cols, 0.0f);
     return;
   }
-  float* packed_a = a_buffer();
   const std::size_t mc = row_block(rows);
   alignas(64) float edge[kMr * kNr] = {};  // padding stays 0: zero A rows, B columns
   for (std::size_t j0 = 0; j0 < cols; j0 += kNc) {
@@ -156,23 +140,23 @@ void gemm_tile(const GemmKernels& kernels, const float* a, std::size_t lda, std:
       for (std::size_t k0 = 0; k0 < k; k0 += kKc) {
         const std::size_t kb = std::min(kKc, k - k0);
         const bool accumulate = k0 > 0;
-        pack_a(a + i0 * lda + k0, lda, ib, kb, packed_a);
+        const float* block = a + i0 * lda + k0;
         for (std::size_t j = j0; j < j0 + jb; j += kNr) {
           const std::size_t nb = std::min(kNr, j0 + jb - j);
           const float* panel = w.panel(index, (col0 + j) / kNr) + k0 * kNr;
           for (std::size_t s = 0, rb = 0; s < ib; s += rb) {
             rb = strip_rows(ib - s);
-            const float* strip = packed_a + s * kLdPacked;
+            const float* strip = block + s * lda;
             float* out = c + (i0 + s) * ldc + j;
             const GemmMicroFn micro = kernels.micro[rb - 1];
             if (nb == kNr) {
-              micro(kb, strip, kLdPacked, panel, out, ldc, accumulate);
+              micro(kb, strip, lda, panel, out, ldc, accumulate);
               continue;
             }
             // Last panel of fewer than kNr columns: through a buffer (its padding computes zeros).
             for (std::size_t r = 0; r < rb && accumulate; ++r)
               std::memcpy(edge + r * kNr, out + r * ldc, nb * sizeof(float));
-            micro(kb, strip, kLdPacked, panel, edge, kNr, accumulate);
+            micro(kb, strip, lda, panel, edge, kNr, accumulate);
             for (std::size_t r = 0; r < rb; ++r)
               std::memcpy(out + r * ldc, edge + r * kNr, nb * sizeof(float));
           }

@@ -2,16 +2,17 @@
 /// \file gemm.hpp
 /// The GEMM kernel of the GEMM operators (GemmAllToAll, GemmReduceScatter): C[rows x cols] =
 /// A[rows x k] * B[k x cols], float32, with B (the weights) packed once per call into column
-/// panels (PackedWeights) that every tile reads, and A packed per tile and K block into row strips
-/// (a thread-local buffer). One micro-kernel per ISA path (C[kMr x kNr] += strip x panel over a K
-/// block), chosen at run time by tilecomm::active_isa() (TILECOMM_ISA caps it); the blocking loops
-/// and the packing are shared.
+/// panels of kNr floats (PackedWeights) that every tile reads; A is read in place (row-major, any
+/// row stride). One set of micro-kernels per ISA path (C[R x kNr] += R rows of A x a panel over a
+/// K block, R = 1..kMr), chosen at run time by tilecomm::active_isa() (TILECOMM_ISA caps it); the
+/// blocking loops and the packing are shared. There is no AVX-512 micro-kernel yet: the Avx512
+/// path runs the AVX2 one (docs/ops.md, "GEMM kernel").
 ///
 /// Determinism: every element is one chain of fused multiply-adds in increasing k, starting from
 /// +0: c = fma(a[i][k], b[k][j], c) for k = 0, 1, ..., K - 1 (a K block ends by storing c as
 /// float32 and the next reloads it, which changes nothing). So the result does not depend on the
-/// tile an element is in, the tile's shape, the K blocking, the zero padding of edge strips and
-/// panels, or the ISA path: scalar (std::fma), AVX2 and AVX-512 agree bitwise. It differs from
+/// tile an element is in, the tile's shape, the K blocking, the zero padding of the last panel, or
+/// the ISA path: the scalar (std::fma) and AVX2 paths agree bitwise. It differs from
 /// OpenBLAS's sgemm (another order) by float rounding.
 
 #include <cstddef>
