@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ops/kernels/gemm.hpp"
 #include "tilecomm/tilecomm.hpp"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
                tilecomm::to_string(tilecomm::active_isa()),
                tilecomm::to_string(tilecomm::detected_isa()),
                tilecomm::cpu_has_avx512_bf16() ? "yes" : "no");
+    // The GEMM kernel has no AVX-512 micro-kernel: it may run a narrower path than the others.
+    fmt::print("GEMM kernel: {} micro-kernel\n",
+               tilecomm::to_string(tilecomm::kernels::gemm_kernels().isa));
     if (device) {
       tilecomm::Device d;
       fmt::print("\ndevice: {} CUs x {} WG slots, {} bytes LDS per CU, threads {}\n", d.num_cus(),
