@@ -60,9 +60,9 @@ struct GemmAllToAllImpl;
 ///
 /// Weights are packed per call: each run() first copies the weights of the local experts that
 /// receive rows into the context's panel buffer (local_experts x K x N rounded up to 16 floats,
-/// allocated at construction), spread over the device's CUs, then computes every tile from it.
-/// So the caller may change the weights (pointers or contents) freely between calls, and must not
-/// change them during a call; nothing is cached across calls.
+/// as much memory as the weights, allocated at construction), spread over the device's CUs, then
+/// computes every tile from it. So the caller may change the weights (pointers or contents) freely
+/// between calls, and must not change them during a call; nothing is cached across calls.
 class GemmAllToAll {
  public:
   /// `max_rows_in`/`max_rows_out`: the most rows this rank's experts receive / this rank routes out
