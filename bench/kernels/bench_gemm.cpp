@@ -6,7 +6,7 @@
 //   gemm_tiles/M/N/K/rows/cols/isa   tilecomm::kernels: B packed once per iteration (as per call in
 //                                    the operators; included in the time), then gemm_tile per tile,
 //                                    column block by column block as GemmAllToAll orders its tiles
-//                                    (isa: 1 avx2, 2 avx512; 0 scalar is too slow to list)
+//                                    (isa: 1 avx2, 2 avx512; 0 scalar at 2048 x 336 x 256 only)
 //   pack/K/N                         PackedWeights::pack of one K x N matrix alone
 // GFLOPs = 2 M N K per CPU second (1e9; CPU time: the machine may be shared). Run on one core:
 //   taskset -c 1 env OPENBLAS_NUM_THREADS=1 build/bench/kernels/gemm_perf
@@ -167,6 +167,8 @@ void register_all() {
       }
     benchmark::RegisterBenchmark("pack", BM_pack)->Args({s[2], s[1]});
   }
+  // The scalar reference path, at the smallest shape only (std::fma per element: slow).
+  benchmark::RegisterBenchmark("gemm_tiles", BM_gemm_tiles)->Args({2048, 336, 256, 32, 256, 0});
 }
 
 }  // namespace
