@@ -28,6 +28,21 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
   blas_single_threaded();
   compute_stream = device.create_stream(Stream::kNormal);
   comm_stream = device.create_stream(Stream::kHigh);
+  shaped_compute = compute_stream;
+  shaped_comm = comm_stream;
+  if (options.shaped.policy == ShapedPolicy::CuMask) {
+    const int free = options.shaped.free_cus, cus = device.num_cus();
+    if (free < 1 || free >= cus)
+      invalid(
+          fmt::format("shaped.free_cus = {} with policy cu_mask (must be 1..{}: the device has "
+                      "{} CUs and compute needs at least one)",
+                      free, cus - 1, cus));
+    std::vector<int> comm_cus, compute_cus;
+    for (int c = 0; c < cus; ++c)
+      (c < free ? comm_cus : compute_cus).push_back(c);
+    shaped_compute = device.create_stream(Stream::kNormal, compute_cus);
+    shaped_comm = device.create_stream(Stream::kHigh, comm_cus);
+  }
 }
 
 OpContext::~OpContext() {
@@ -155,20 +170,23 @@ void OpContext::run_compute(std::size_t tiles,
 }
 
 void OpContext::run_shaped(const ShapedChunks& plan) {
-  const std::size_t lds = shaped_lds_bytes(device, options.shaped.free_cus);
+  // Lds: compute kernels shaped by LDS on every CU. CuMask: no LDS, the masks keep them apart.
+  const std::size_t lds = options.shaped.policy == ShapedPolicy::Lds
+                              ? shaped_lds_bytes(device, options.shaped.free_cus)
+                              : 0;
   const std::string compute_name = kernel_name("compute.chunk");
   const std::string comm_name = kernel_name("collective.chunk");
   for (std::size_t c = 0; c < plan.chunks; ++c) {
     // A chunk with nothing to compute on this rank still takes part in the chunk's collective.
     if (const std::size_t tiles = plan.tiles(c); tiles > 0)
-      compute_stream.launch({compute_name, {tiles, 1}, lds},
+      shaped_compute.launch({compute_name, {tiles, 1}, lds},
                             [&plan, c](const WorkgroupContext& wg) { plan.compute(c, wg.id); });
-    comm_stream.wait(compute_stream.record());
-    comm_stream.launch({comm_name, {1, 1}, 0},
+    shaped_comm.wait(shaped_compute.record());
+    shaped_comm.launch({comm_name, {1, 1}, 0},
                        [&plan, c](const WorkgroupContext&) { plan.communicate(c); });
   }
-  compute_stream.synchronize();
-  comm_stream.synchronize();
+  shaped_compute.synchronize();
+  shaped_comm.synchronize();
 }
 
 }  // namespace tilecomm::detail

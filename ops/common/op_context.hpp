@@ -69,6 +69,9 @@ class OpContext {
   const OpOptions options;
   const OpInfo info;
   Stream compute_stream, comm_stream;
+  /// The shaped mode's streams: compute_stream/comm_stream (Lds policy), or a pair with disjoint
+  /// CU masks (CuMask policy).
+  Stream shaped_compute, shaped_comm;
   /// Private duplicate of the communicator: the fused kernel's tags and per-call exchanges.
   MPI_Comm mpi = MPI_COMM_NULL;
 
