@@ -51,9 +51,13 @@ FusedAlgorithm parse_fused_algorithm(std::string_view name);
 ///    0..free_cus-1 (Device::create_stream with a CU mask, as HIP's CU-masked streams). Needs
 ///    1 <= free_cus < the device's CUs, else the operator's constructor raises
 ///    Error(InvalidArgument).
-enum class ShapedPolicy { Lds, CuMask };
+///  - NonBlocking: nothing is reserved (free_cus is ignored), the chunked non-blocking pattern of
+///    frameworks: every chunk's compute kernel runs on every CU; as each chunk's compute finishes
+///    the host posts its collective to a progress thread (tilecomm's own i* collectives run the
+///    same way), which runs them in chunk order while later chunks compute.
+enum class ShapedPolicy { Lds, CuMask, NonBlocking };
 
-/// "lds" or "cu_mask".
+/// "lds", "cu_mask" or "nonblocking".
 std::string_view to_string(ShapedPolicy policy) noexcept;
 /// The inverse of to_string; anything else raises Error(InvalidArgument) listing the names.
 ShapedPolicy parse_shaped_policy(std::string_view name);
@@ -61,7 +65,8 @@ ShapedPolicy parse_shaped_policy(std::string_view name);
 /// Knobs of the shaped mode. They may differ between ranks (results do not depend on them) except
 /// `chunks`, which must be equal.
 struct ShapedOptions {
-  /// CUs' worth of WG slots (Lds) or whole CUs (CuMask) left to the communication kernels.
+  /// CUs' worth of WG slots (Lds) or whole CUs (CuMask) left to the communication kernels;
+  /// ignored by NonBlocking.
   int free_cus = 1;
   /// Chunks the work is split into (each: one compute kernel, then one communication kernel).
   int chunks = 4;

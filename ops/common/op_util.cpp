@@ -48,15 +48,17 @@ std::string_view to_string(ShapedPolicy policy) noexcept {
       return "lds";
     case ShapedPolicy::CuMask:
       return "cu_mask";
+    case ShapedPolicy::NonBlocking:
+      return "nonblocking";
   }
   return "?";
 }
 
 ShapedPolicy parse_shaped_policy(std::string_view name) {
-  for (ShapedPolicy p : {ShapedPolicy::Lds, ShapedPolicy::CuMask})
+  for (ShapedPolicy p : {ShapedPolicy::Lds, ShapedPolicy::CuMask, ShapedPolicy::NonBlocking})
     if (name == to_string(p)) return p;
   throw Error(ErrorCode::InvalidArgument,
-              fmt::format("shaped policy '{}' is not one of: lds, cu_mask", name));
+              fmt::format("shaped policy '{}' is not one of: lds, cu_mask, nonblocking", name));
 }
 
 Mode parse_mode(std::string_view name) {

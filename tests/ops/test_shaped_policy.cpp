@@ -1,7 +1,10 @@
-// The shaped mode's CuMask policy (ShapedOptions::policy, issue 13: a dedicated communication
-// core): every operator gives the sequential mode's bits with it; its compute kernels run only on
-// CUs free_cus.. and its communication kernels only on CUs 0..free_cus-1 (checked in the trace);
-// a free_cus that leaves no CU for compute is refused at creation, naming the value.
+// The shaped mode's other policies (ShapedOptions::policy, issue 13's baselines): CuMask (a
+// dedicated communication core) and NonBlocking (chunks on every CU, collectives posted by the
+// host to a progress thread). Every operator gives the sequential mode's bits with each; with
+// CuMask the compute kernels run only on CUs free_cus.. and the communication kernels only on CUs
+// 0..free_cus-1, with NonBlocking compute uses every CU and no communication kernel exists
+// (checked in the trace); a CuMask free_cus that leaves no CU for compute is refused at creation,
+// naming the value.
 #include <set>
 #include <string>
 
@@ -10,9 +13,9 @@
 namespace tilecomm::test {
 namespace {
 
-OpOptions cu_mask_options(int chunks = 3) {
+OpOptions policy_options(ShapedPolicy policy, int chunks = 3) {
   OpOptions o;
-  o.shaped = {1, chunks, ShapedPolicy::CuMask};
+  o.shaped = {1, chunks, policy};
   return o;
 }
 
@@ -25,13 +28,16 @@ void expect_shaped_equals_sequential(std::size_t size, Run run, const char* op) 
   int wrong = 0;
   for (std::size_t i = 0; i < size; ++i)
     wrong += seq[i] != shaped[i];
-  EXPECT_EQ(wrong, 0) << op << ": shaped (cu_mask) differs from sequential";
+  EXPECT_EQ(wrong, 0) << op << ": shaped differs from sequential";
 }
 
-TEST(ShapedCuMask, EveryOperatorMatchesSequential) {
+class ShapedPolicyTest : public ::testing::TestWithParam<ShapedPolicy> {};
+
+TEST_P(ShapedPolicyTest, EveryOperatorMatchesSequential) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
   const int p = comm.size(), me = comm.rank();
+  auto cu_mask_options = [](int chunks = 3) { return policy_options(GetParam(), chunks); };
   {  // GemvAllReduce
     const std::size_t m = 301, k = 17 + static_cast<std::size_t>(me);
     OpOptions o = cu_mask_options();
@@ -97,28 +103,48 @@ TEST(ShapedCuMask, EveryOperatorMatchesSequential) {
   }
 }
 
-// Each kernel's WGs, from the trace: the chunks' compute kernels never touch CU 0, the
-// collective kernels never leave it.
-TEST(ShapedCuMask, ComputeAndCommunicationKeepToTheirCus) {
-  Communicator comm(MPI_COMM_WORLD);
+INSTANTIATE_TEST_SUITE_P(Policies, ShapedPolicyTest,
+                         ::testing::Values(ShapedPolicy::CuMask, ShapedPolicy::NonBlocking),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// The CUs each kernel's WGs ran on, from the trace of one shaped GEMV call.
+struct ShapedCus {
+  std::set<int> compute, comm;
+};
+ShapedCus shaped_cus(Communicator& comm, ShapedPolicy policy) {
   RuntimeConfig cfg = test_device_config();
   cfg.trace = true;
   Device dev(cfg);
-  OpOptions o = cu_mask_options(4);
+  OpOptions o = policy_options(policy, 4);
   o.tile = 16;
-  const std::size_t m = 16 * 32, k = 8;
+  const std::size_t m = 16 * 64, k = 8;
   GemvAllReduce op(comm, dev, m, k, o);
   std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
   op.run(w.data(), x.data(), y.data(), Mode::Shaped);
-  std::set<int> compute_cus, comm_cus;
+  EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
+  ShapedCus cus;
   for (const TraceEvent& e : dev.tracer().events()) {
     if (e.phase != 'X' || e.category != "wg") continue;
-    if (e.name.find("compute.chunk") != std::string::npos) compute_cus.insert(e.cu);
-    if (e.name.find("collective.chunk") != std::string::npos) comm_cus.insert(e.cu);
+    if (e.name.find("compute.chunk") != std::string::npos) cus.compute.insert(e.cu);
+    if (e.name.find("collective.chunk") != std::string::npos) cus.comm.insert(e.cu);
   }
-  EXPECT_EQ(compute_cus, std::set<int>{1});
-  EXPECT_EQ(comm_cus, std::set<int>{0});
-  EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
+  return cus;
+}
+
+// CuMask: the chunks' compute kernels never touch CU 0, the collective kernels never leave it.
+TEST(ShapedCuMask, ComputeAndCommunicationKeepToTheirCus) {
+  Communicator comm(MPI_COMM_WORLD);
+  const ShapedCus cus = shaped_cus(comm, ShapedPolicy::CuMask);
+  EXPECT_EQ(cus.compute, std::set<int>{1});
+  EXPECT_EQ(cus.comm, std::set<int>{0});
+}
+
+// NonBlocking: 64 compute WGs spread over both CUs; the collectives are no device kernels.
+TEST(ShapedNonBlocking, ComputeUsesEveryCuAndNoCommunicationKernelRuns) {
+  Communicator comm(MPI_COMM_WORLD);
+  const ShapedCus cus = shaped_cus(comm, ShapedPolicy::NonBlocking);
+  EXPECT_EQ(cus.compute, (std::set<int>{0, 1}));
+  EXPECT_TRUE(cus.comm.empty());
 }
 
 TEST(ShapedCuMask, NoCuLeftForComputeIsRefused) {
@@ -139,6 +165,7 @@ TEST(ShapedCuMask, NoCuLeftForComputeIsRefused) {
   }
   EXPECT_EQ(parse_shaped_policy("cu_mask"), ShapedPolicy::CuMask);
   EXPECT_EQ(to_string(ShapedPolicy::Lds), "lds");
+  EXPECT_EQ(parse_shaped_policy("nonblocking"), ShapedPolicy::NonBlocking);
   EXPECT_THROW(parse_shaped_policy("cores"), Error);
 }
 
