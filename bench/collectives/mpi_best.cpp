@@ -98,8 +98,7 @@ int main(int argc, char** argv) {
       }));
     else
       rows.push_back(time_size(bytes, iters, warmup, [&] {
-        MPI_Allgather(send.data(), block, MPI_FLOAT, recv.data(), block, MPI_FLOAT,
-                      MPI_COMM_WORLD);
+        MPI_Allgather(send.data(), block, MPI_FLOAT, recv.data(), block, MPI_FLOAT, MPI_COMM_WORLD);
       }));
   }
   if (rank == 0) {
@@ -110,8 +109,12 @@ int main(int argc, char** argv) {
     for (const Row& r : rows) {
       std::printf("%12llu %12.2f %12.2f %12.2f\n", static_cast<unsigned long long>(r.bytes),
                   r.median, r.min, r.max);
-      out.push_back({{"coll", coll}, {"bytes", r.bytes}, {"time_us", r.median},
-                     {"min_us", r.min}, {"max_us", r.max}, {"ranks", p}});
+      out.push_back({{"coll", coll},
+                     {"bytes", r.bytes},
+                     {"time_us", r.median},
+                     {"min_us", r.min},
+                     {"max_us", r.max},
+                     {"ranks", p}});
     }
     if (!json.empty()) std::ofstream(json) << out.dump(1) << "\n";
   }
