@@ -292,13 +292,13 @@ EmbeddingAllToAll::~EmbeddingAllToAll() = default;
 
 void EmbeddingAllToAll::run(std::span<const float* const> tables,
                             std::span<const EmbeddingBags> bags, float* out, Mode mode) {
-  impl_->run({.f32 = tables}, bags, out, mode);
+  impl_->run({.f32 = tables, .bf16 = {}, .is_bf16 = false}, bags, out, mode);
 }
 
 void EmbeddingAllToAll::run(std::span<const bfloat16* const> tables,
                             std::span<const EmbeddingBags> bags, float* out, Mode mode) {
   static_assert(sizeof(bfloat16) == sizeof(std::uint16_t));
-  impl_->run({.bf16 = tables, .is_bf16 = true}, bags, out, mode);
+  impl_->run({.f32 = {}, .bf16 = tables, .is_bf16 = true}, bags, out, mode);
 }
 
 std::span<float> EmbeddingAllToAll::output() {
@@ -308,7 +308,7 @@ std::span<float> EmbeddingAllToAll::output() {
 void bench::compute_only(EmbeddingAllToAll& op, std::span<const float* const> tables,
                          std::span<const EmbeddingBags> bags, float* send) {
   detail::EmbeddingAllToAllImpl& impl = detail::BenchAccess::impl(op);
-  const detail::TableSet set{.f32 = tables};
+  const detail::TableSet set{.f32 = tables, .bf16 = {}, .is_bf16 = false};
   impl.validate(set, bags, send, Mode::Sequential);
   const auto tiles = impl.make_tiles(0, 1, false);
   impl.ctx.run_compute(tiles.size(),
