@@ -43,12 +43,34 @@ std::string_view to_string(FusedAlgorithm algorithm) noexcept;
 /// The inverse of to_string; anything else raises Error(InvalidArgument) listing the names.
 FusedAlgorithm parse_fused_algorithm(std::string_view name);
 
-/// Knobs of the shaped mode.
+/// How the shaped mode leaves room for its communication kernels:
+///  - Lds (Cui & Pericas): each compute kernel asks for enough LDS that `free_cus` CUs' worth of
+///    WG slots stay free; compute and communication share every CU.
+///  - CuMask: whole CUs, a dedicated communication core: the compute kernels run on a stream
+///    masked to CUs free_cus..num_cus-1, the communication kernels on one masked to CUs
+///    0..free_cus-1 (Device::create_stream with a CU mask, as HIP's CU-masked streams). Needs
+///    1 <= free_cus < the device's CUs, else the operator's constructor raises
+///    Error(InvalidArgument).
+///  - NonBlocking: nothing is reserved (free_cus is ignored), the chunked non-blocking pattern of
+///    frameworks: every chunk's compute kernel runs on every CU; as each chunk's compute finishes
+///    the host posts its collective to a progress thread (tilecomm's own i* collectives run the
+///    same way), which runs them in chunk order while later chunks compute.
+enum class ShapedPolicy { Lds, CuMask, NonBlocking };
+
+/// "lds", "cu_mask" or "nonblocking".
+std::string_view to_string(ShapedPolicy policy) noexcept;
+/// The inverse of to_string; anything else raises Error(InvalidArgument) listing the names.
+ShapedPolicy parse_shaped_policy(std::string_view name);
+
+/// Knobs of the shaped mode. They may differ between ranks (results do not depend on them) except
+/// `chunks`, which must be equal.
 struct ShapedOptions {
-  /// CUs' worth of WG slots the compute kernels leave free for the communication kernel.
+  /// CUs' worth of WG slots (Lds) or whole CUs (CuMask) left to the communication kernels;
+  /// ignored by NonBlocking.
   int free_cus = 1;
   /// Chunks the work is split into (each: one compute kernel, then one communication kernel).
   int chunks = 4;
+  ShapedPolicy policy = ShapedPolicy::Lds;
 };
 
 /// Options shared by the operators (fixed when the Context is created).

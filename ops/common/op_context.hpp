@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives/comm_impl.hpp"
+#include "collectives/progress_queue.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
 #include "runtime/flags.hpp"
@@ -69,6 +70,9 @@ class OpContext {
   const OpOptions options;
   const OpInfo info;
   Stream compute_stream, comm_stream;
+  /// The shaped mode's streams: compute_stream/comm_stream (Lds policy), or a pair with disjoint
+  /// CU masks (CuMask policy).
+  Stream shaped_compute, shaped_comm;
   /// Private duplicate of the communicator: the fused kernel's tags and per-call exchanges.
   MPI_Comm mpi = MPI_COMM_NULL;
 
@@ -147,7 +151,7 @@ class OpContext {
   }
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
-  /// Runs the shaped mode's chunk loop and waits for both streams.
+  /// Runs the shaped mode's chunk loop as ShapedOptions::policy says and waits for all of it.
   void run_shaped(const ShapedChunks& plan);
   /// Called by a fused call before its first tile moves: from then on any error of the call (even
   /// an InvalidArgument or a Mismatch one rank finds in a peer's header) leaves peers out of step,
@@ -160,12 +164,18 @@ class OpContext {
   // leaves peers out of step and MPI requests behind: the context is marked failed and every later
   // call raises Error(InvalidUsage) saying why, as NCCL does after a communicator abort.
   void note_failure(std::exception_ptr error);
+  // The NonBlocking policy's chunk loop: compute on every CU, each chunk's collective handed to
+  // host_progress_ once its compute is done.
+  void run_nonblocking(const ShapedChunks& plan);
   void refuse_if_failed() const;
   std::string failure_;
   bool tiles_moving_ = false;  // this call's tiles may have moved (tiles_moving())
 
   std::unique_ptr<SymmetricBuffer> segment_;
   std::unique_ptr<Proxy> proxy_;
+  // The NonBlocking policy's progress thread (started on first use). Not the communicator's: a
+  // chunk's collective is itself a blocking call that goes through the communicator's queue.
+  std::unique_ptr<ProgressQueue> host_progress_;
   std::vector<float> staging_;
   std::map<std::tuple<std::size_t, std::size_t, std::size_t>, MPI_Datatype> block_types_;
   std::uint32_t epoch_ = 0;
