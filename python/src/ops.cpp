@@ -292,7 +292,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
             std::vector<const bfloat16*> tables16;
             std::vector<EmbeddingBags> bags;
             for (std::size_t i = 0; i < nt; ++i) {
-              const std::string t = "[" + std::to_string(i) + "]";
+              const std::string t = "[" + std::to_string(i).append("]");
               py::array tab =
                   bf16 ? bf16_table(table_items[i], fn + "tables" + t)
                        : py::array(typed_array<float>(table_items[i], fn + "tables" + t, false));
