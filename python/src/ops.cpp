@@ -347,7 +347,12 @@ float32; bfloat16 tables are widened exactly and pooled in float32).
           "output",
           [](std::shared_ptr<PyEmb> self, bool as_tensor) -> py::object {
             EmbeddingAllToAll& op = self->get();
-            const std::span<float> view = op.output();
+            std::span<float> view;
+            {  // the epoch it depends on moves in run(): one call at a time on the communicator
+              py::gil_scoped_release nogil;
+              std::lock_guard lock(self->comm->mu);
+              view = op.output();
+            }
             const std::vector<std::size_t> shape = {op.local_batch(), op.num_tables(), op.dim()};
             // The array keeps the Python context object alive (not a closed one's memory).
             py::array_t<float, py::array::c_style> a(shape, view.data(), py::cast(self));
