@@ -16,7 +16,7 @@
 // them with the GEMVs could save; the last line says how much of it fused mode saved.
 //
 //   mpirun -np 2 ./02_tp_decode [--tokens 12] [--hidden 1024] [--ffn 4096] [--blocks 2]
-//                               [--mode all|sequential|shaped|fused]
+//                               [--mode all|sequential|shaped|fused|auto]
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "model width")->check(CLI::PositiveNumber);
   app.add_option("--ffn", ffn, "MLP inner width")->check(CLI::PositiveNumber);
   app.add_option("--blocks", blocks, "MLP blocks (2 layers each)")->check(CLI::Range(1, 64));
-  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused");
+  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused | auto");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -143,12 +143,12 @@ int main(int argc, char** argv) {
     };
     std::vector<double> comm_ms;
 
-    std::vector<double> ms[3];
+    std::vector<double> ms[examples::kModeSlots];
     long long wrong_ref = 0, wrong_modes = 0;
     std::vector<std::size_t> generated;
     std::size_t token = 1;  // the "prompt"
     for (int step = 0; step < tokens; ++step) {
-      std::vector<std::vector<float>> ys[3];
+      std::vector<std::vector<float>> ys[examples::kModeSlots];
       for (Mode m : examples::in_turn(modes, step)) {
         const double t = examples::timed_ms([&] { ys[int(m)] = decode(token, m); });
         if (step > 0) ms[int(m)].push_back(t);  // the first token warms up and is not timed
@@ -186,6 +186,10 @@ int main(int argc, char** argv) {
     if (me == 0) {
       fmt::print("  generated tokens: {}\n", fmt::join(generated, " "));
       examples::print_times("token", mode_flag, ms);
+      if (mode_flag == "auto")
+        fmt::print("  up-projections: {}; down-projections: {}\n",
+                   examples::auto_state(up.auto_choice()),
+                   examples::auto_state(down.auto_choice()));
       const examples::Spread c = examples::spread(comm_ms);
       fmt::print(
           "  allreduce only   median {:8.3f} ms [{:.3f}, {:.3f}]  (the token's communication)\n",

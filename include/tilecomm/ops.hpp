@@ -23,10 +23,18 @@ namespace detail {
 struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 }
 
-enum class Mode { Sequential, Shaped, Fused };
+/// Auto: the context's first calls try sequential, shaped and fused in turn (one warm-up round,
+/// then OpOptions::auto_rounds measured rounds); then every rank settles on the same mode for good:
+/// the one with the lowest median of the slowest rank's call time, where a mode other than
+/// sequential must beat sequential by 2 % (noise margin). Settling costs one small AllReduce, once.
+/// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
+/// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
+/// calls with an explicit mode in between are neither timed nor counted.
+enum class Mode { Sequential, Shaped, Fused, Auto };
 
 std::string_view to_string(Mode mode) noexcept;
-/// "sequential", "shaped" or "fused"; anything else raises Error(InvalidArgument) listing them.
+/// "sequential", "shaped", "fused" or "auto"; anything else raises Error(InvalidArgument) listing
+/// them.
 Mode parse_mode(std::string_view name);
 
 /// How a fused reduction moves partial results (GemvAllReduce):
@@ -86,6 +94,9 @@ struct OpOptions {
   /// only Auto). Auto picks OneShot for small outputs (latency-bound calls such as decode), TwoShot
   /// above; see the operator's header. Must be equal on every rank.
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
+  /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1. Must be equal
+  /// on every rank.
+  int auto_rounds = 2;
 };
 
 }  // namespace tilecomm

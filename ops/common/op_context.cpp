@@ -9,6 +9,7 @@
 
 #include "collectives/verify.hpp"
 #include "ops/common/op_util.hpp"
+#include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::detail {
@@ -20,8 +21,11 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       device(d),
       options(std::move(opts)),
       info(op),
-      verify_kind_(register_call_kind(op.name, op.shape)) {
+      verify_kind_(register_call_kind(op.name, op.shape)),
+      auto_(options.auto_rounds) {
   comm.refuse_if_failed(info.name);
+  if (options.auto_rounds < 1)
+    invalid(fmt::format("auto_rounds = {} (must be >= 1)", options.auto_rounds));
   if (options.shaped.chunks < 1)
     invalid(fmt::format("shaped.chunks = {} (must be >= 1)", options.shaped.chunks));
   if (!info.fused_algorithms && options.fused_algorithm != FusedAlgorithm::Auto)
@@ -169,6 +173,12 @@ void OpContext::run_compute(std::size_t tiles,
   compute_stream.launch({kernel_name("compute"), {tiles, 1}, 0},
                         [&compute](const WorkgroupContext& wg) { compute(wg.id); });
   compute_stream.synchronize();
+}
+
+void OpContext::settle_auto() {
+  std::vector<double>& t = auto_.samples();
+  allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
+  auto_.settle(choose_auto_mode(t));
 }
 
 void OpContext::run_nonblocking(const ShapedChunks& plan) {

@@ -19,6 +19,8 @@ std::string_view to_string(Mode mode) noexcept {
       return "shaped";
     case Mode::Fused:
       return "fused";
+    case Mode::Auto:
+      return "auto";
   }
   return "?";
 }
@@ -62,10 +64,10 @@ ShapedPolicy parse_shaped_policy(std::string_view name) {
 }
 
 Mode parse_mode(std::string_view name) {
-  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused})
+  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto})
     if (name == to_string(m)) return m;
   throw Error(ErrorCode::InvalidArgument,
-              fmt::format("mode '{}' is not one of: sequential, shaped, fused", name));
+              fmt::format("mode '{}' is not one of: sequential, shaped, fused, auto", name));
 }
 
 namespace detail {
