@@ -87,8 +87,9 @@ class EmbeddingAllToAll {
   /// run(). Before that run() returns the contents are undefined (peers' tiles land at any
   /// time). The guard: this rank's done flag for a zero-copy call is raised when its next run()
   /// begins, and a peer stores a call into a half only once the done flag of the call two before
-  /// it is up. In Sequential or Shaped mode, or as an earlier call's view, such an `out` raises
-  /// Error(InvalidArgument) before any communication. Valid until the context is destroyed.
+  /// it is up. In Sequential, Shaped or Auto mode (whose trial calls run the other modes), or as
+  /// an earlier call's view, such an `out` raises Error(InvalidArgument) before any
+  /// communication. Valid until the context is destroyed.
   std::span<float> output();
 
   std::size_t num_tables() const;   ///< tables in the job

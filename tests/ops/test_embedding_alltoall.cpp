@@ -205,6 +205,7 @@ TEST(EmbeddingAllToAll, OutputViewMisuseIsRejected) {
   };
   expect_invalid(op.output().data(), Mode::Sequential, "only Mode::Fused");
   expect_invalid(op.output().data(), Mode::Shaped, "only Mode::Fused");
+  expect_invalid(op.output().data(), Mode::Auto, "only Mode::Fused");
   expect_invalid(op.output().data() + 1, Mode::Fused, "not output() of this call");
   std::span<float> first = op.output();
   op.run(tables, {&bags, 1}, first.data(), Mode::Fused);
