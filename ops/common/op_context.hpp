@@ -120,6 +120,8 @@ class OpContext {
   Proxy* proxy() const { return proxy_.get(); }
   /// The epoch of a new fused call (flags hold epochs, so they never need resetting).
   std::uint32_t next_epoch() { return ++epoch_; }
+  /// The epoch of the last fused call (0 before the first).
+  std::uint32_t epoch() const { return epoch_; }
   /// Staging of off-node tiles (FusedPlan::stage), grown as calls need, reused across calls.
   std::vector<float>& staging() { return staging_; }
   /// rows x cols floats with row stride ld, committed and cached (host thread only; WGs may use a
