@@ -1,18 +1,21 @@
 #pragma once
 /// \file embedding_alltoall.hpp
 /// Embedding-bag pooling + All-to-All: DLRM model-parallel sparse features. Each rank owns some
-/// embedding tables (rows x dim, float32; rows may differ, dim is shared). Every rank gets the
-/// pooled vectors of its own slice of the global batch for every table in the job.
+/// embedding tables (rows x dim, float32 or bfloat16; rows may differ, dim is shared). Every rank
+/// gets the pooled vectors (float32) of its own slice of the global batch for every table in the
+/// job.
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/ops.hpp"
+#include "tilecomm/types.hpp"
 
 namespace tilecomm {
 
@@ -39,8 +42,8 @@ enum class Pooling { Sum, Mean };
 /// not synchronise the ranks: outside verify mode a call sends nothing before its tiles, and in
 /// fused mode a rank may run up to two calls ahead of an on-node peer it only sends to (further
 /// ahead of off-node ones: MPI keeps the messages in order). `comm` and `device` must outlive the
-/// context. Fused mode keeps two inbox halves of local_batch x num_tables x dim floats per rank
-/// in the node's shared segment.
+/// context. Fused mode keeps two inbox halves of ceil(global_batch / ranks) x num_tables x dim
+/// floats per rank in the node's shared segment (they double as the output() views).
 class EmbeddingAllToAll {
  public:
   /// `table_rows`: rows of each table this rank owns (may be empty).
@@ -59,12 +62,41 @@ class EmbeddingAllToAll {
   /// differ across ranks per call (every block's shape is fixed at construction), so nothing else
   /// is checked. All modes give bitwise-identical results (each pooled vector is computed the same
   /// way).
+  ///
+  /// `out` must not overlap the tables or bags. It is either caller-owned memory (on-node peers'
+  /// tiles are copied into it from this rank's inbox) or, in Mode::Fused only, output() (see
+  /// there: no copy).
   void run(std::span<const float* const> tables, std::span<const EmbeddingBags> bags, float* out,
            Mode mode);
+  /// The same with bfloat16 tables (all local tables of a call in bfloat16): every element is
+  /// widened exactly to float32 and pooled in float32 in the same order, so the result is
+  /// bitwise run() on the widened tables, in every mode. Calls with float32 and bfloat16 tables
+  /// may alternate on one context.
+  void run(std::span<const bfloat16* const> tables, std::span<const EmbeddingBags> bags, float* out,
+           Mode mode);
+
+  /// Zero-copy output: local_batch() x num_tables() x dim() floats in this rank's part of the
+  /// node's shared segment, where the next fused call's on-node tiles land. Passing
+  /// output().data() as `out` to the next run(..., Mode::Fused) makes on-node peers store their
+  /// pooled tiles straight into it, so nothing is copied out of an inbox (off-node tiles are
+  /// received into it by MPI, as into any `out`; this rank's own tiles are pooled into it).
+  /// Lifetime: the view alternates between two buffers (the inbox halves), so call output()
+  /// before every run(). Its contents are defined from the return of the fused run() that filled
+  /// it until this rank's next run() on this context begins (in any mode): from then on on-node
+  /// peers may already be storing the call after it there. Read it (or copy it) before the next
+  /// run(). Before that run() returns the contents are undefined (peers' tiles land at any
+  /// time). The guard: this rank's done flag for a zero-copy call is raised when its next run()
+  /// begins, and a peer stores a call into a half only once the done flag of the call two before
+  /// it is up. In Sequential, Shaped or Auto mode (whose trial calls run the other modes), or as
+  /// an earlier call's view, such an `out` raises Error(InvalidArgument) before any
+  /// communication. Valid until the context is destroyed.
+  std::span<float> output();
 
   std::size_t num_tables() const;   ///< tables in the job
   std::size_t first_table() const;  ///< global index of this rank's first table
   std::size_t local_batch() const;  ///< bags in this rank's slice
+  /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
+  std::optional<Mode> auto_choice() const;
   std::size_t batch_begin() const;  ///< first global bag of this rank's slice
   std::size_t dim() const;
   std::size_t tile_bags() const;  ///< bags per tile

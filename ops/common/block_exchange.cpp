@@ -31,10 +31,14 @@ void BlockExchange::bind(OpContext& ctx, std::size_t ld, const char* what) {
 }
 
 void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals,
-                        float* out, const Compute& compute, const PeerHeaders* headers) {
+                        float* out, const Compute& compute, const PeerHeaders* headers,
+                        bool zero_copy) {
+  release_outputs();  // normally done by the operator already, before its checks
   ctx_->tiles_moving();
   FusedPlan plan(*ctx_);
   const int p = ctx_->topo.size, me = ctx_->topo.rank, my_local = ctx_->topo.local_rank;
+  if (zero_copy && out != own_inbox(plan.epoch()))
+    ctx_->invalid("BlockExchange: a zero-copy call's out is not its own inbox half");
   if (header_words_ == 0) headers = nullptr;
   // Tasks: [0, np) produced, [np, np + na) arrivals, then per peer a header send and a check.
   const std::size_t np = produced.size(), na = arrivals.size();
@@ -71,15 +75,27 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
     if (task < np)
       produce(wg, plan, task, produced[task], staged_[task], out, compute);
     else if (task < send_headers)
-      arrive(wg, plan, arrivals[task - np], out, headers);
+      arrive(wg, plan, arrivals[task - np], out, headers, zero_copy);
     else if (task < check_headers)
       send_header(wg, plan, static_cast<int>(task - send_headers), *headers);
     else
       check_header(wg, plan, static_cast<int>(task - check_headers), *headers);
   });
   // Every arrival of this call has been copied out of this rank's inbox half (and its headers
-  // read): producers may store the call after next there.
-  flags_[my_local].signal(done_flag(), plan.epoch());
+  // read): producers may store the call after next there. Zero-copy: the half is the caller's
+  // output until its next call begins (release_outputs()).
+  if (zero_copy) {
+    unreleased_ = true;
+    unreleased_epoch_ = plan.epoch();
+  } else {
+    flags_[my_local].signal(done_flag(), plan.epoch());
+  }
+}
+
+void BlockExchange::release_outputs() {
+  if (!unreleased_) return;
+  flags_[ctx_->topo.local_rank].signal(done_flag(), unreleased_epoch_);
+  unreleased_ = false;
 }
 
 void BlockExchange::await_released(int local, int peer, std::uint32_t epoch) const {
@@ -124,11 +140,13 @@ void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, s
 }
 
 void BlockExchange::arrive(const WorkgroupContext& wg, const FusedPlan& plan,
-                           const BlockRoute& route, float* out, const PeerHeaders* headers) {
+                           const BlockRoute& route, float* out, const PeerHeaders* headers,
+                           bool zero_copy) {
   const int my_local = ctx_->topo.local_rank;
   if (headers != nullptr) check_header(wg, plan, route.peer, *headers);
   plan.await(wg, route.peer, flags_[my_local], route.flag, what_);
   if (plan.dest(route.peer) != FusedPlan::Dest::OnNode) return;  // the proxy received it in place
+  if (zero_copy) return;  // stored straight into `out`, which is this half (route.inbox = offset)
   const Block& b = route.block;
   const float* src = inbox(my_local, plan.parity()) + route.inbox;
   for (std::size_t r = 0; r < b.rows; ++r)

@@ -6,6 +6,15 @@
 // rank's proxy receives straight into its output (a strided MPI datatype). An arriving block is
 // waited for by its flag and, from an on-node rank, copied from the inbox into the output.
 //
+// Zero-copy outputs (run(..., zero_copy = true)): an operator whose inbox is laid out like its
+// output (route.inbox == block.offset for every arrival) may hand the caller this rank's inbox half
+// of the next call as the output itself (own_inbox()). On-node producers then store straight into
+// the caller's output and the arrival has nothing to copy. The half must then stay untouched until
+// the caller is done with the results, which this rank only knows when its next call begins: the
+// done flag of a zero-copy call is raised by release_outputs() at the start of the next call
+// (whatever its mode) instead of at the end of the call, so a producer's call e + 2 (the next one
+// to store into that half) waits until this rank has begun call e + 1.
+//
 // Calls do not begin with a collective, so a rank may run ahead of a peer. What keeps that safe:
 //  - Inboxes and headers are double-buffered by epoch parity (FusedPlan::parity()). Each segment
 //    holds a done flag: the epoch of the last call whose inbox and headers that rank has finished
@@ -81,8 +90,20 @@ class BlockExchange {
   /// remote-bound blocks first), `arrivals`, then header checks. With `headers`, an arrival
   /// checks its source's header before it waits for the block. Returns when every block has left
   /// and arrived.
+  /// With `zero_copy`, `out` is own_inbox() of this call (the operator checked it): arrivals
+  /// from on-node ranks are already in place, and the done flag waits for release_outputs().
   void run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals, float* out,
-           const Compute& compute, const PeerHeaders* headers = nullptr);
+           const Compute& compute, const PeerHeaders* headers = nullptr, bool zero_copy = false);
+  /// At the start of every call of the operator (any mode): raises the done flag a zero-copy call
+  /// left down, so producers may store the call after next into its half. No-op otherwise.
+  void release_outputs();
+
+  /// This rank's inbox half of the fused call with epoch `epoch` (the zero-copy output view).
+  float* own_inbox(std::uint32_t epoch) const {
+    return inbox(ctx_->topo.local_rank, static_cast<int>(epoch & 1u));
+  }
+  /// Floats in each inbox half.
+  std::size_t inbox_floats() const { return inbox_floats_; }
 
   /// MPI tag of the headers: one past the last block flag (the operator checks it fits MPI_TAG_UB).
   std::size_t header_tag() const { return flag_count_; }
@@ -91,7 +112,7 @@ class BlockExchange {
   void produce(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
                const BlockRoute& route, std::size_t staged, float* out, const Compute& compute);
   void arrive(const WorkgroupContext& wg, const FusedPlan& plan, const BlockRoute& route,
-              float* out, const PeerHeaders* headers);
+              float* out, const PeerHeaders* headers, bool zero_copy);
   void send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
                    const PeerHeaders& headers);
   void check_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
@@ -119,6 +140,8 @@ class BlockExchange {
   std::vector<std::size_t> staged_;
   std::vector<std::uint64_t> header_out_;                  // [peer][word]: off-node headers sent
   std::unique_ptr<std::atomic<std::uint32_t>[]> checked_;  // [peer]: epoch whose header matched
+  bool unreleased_ = false;  // the last call was zero-copy and its done flag is still down
+  std::uint32_t unreleased_epoch_ = 0;  // that call's epoch
 };
 
 }  // namespace tilecomm::detail

@@ -72,9 +72,9 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
         fmt::format("tile = {} bags x dim = {} is {} floats, more than one MPI message "
                     "holds ({}); use a smaller tile",
                     tile, dim, std::min(tile, most_bags) * dim, INT_MAX));
-  ctx.agree({"dim", "global_batch", "pooling", "shaped.chunks"},
+  ctx.agree({"dim", "global_batch", "pooling", "shaped.chunks", "auto_rounds"},
             {static_cast<long long>(dim), static_cast<long long>(batch),
-             static_cast<long long>(pooling), ctx.options.shaped.chunks});
+             static_cast<long long>(pooling), ctx.options.shaped.chunks, ctx.options.auto_rounds});
   send_offset.assign(p + 1, 0);
   recv_offset.assign(p + 1, 0);
   for (int q = 0; q < p; ++q) {
@@ -95,9 +95,9 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
 namespace {
 
 // This rank's arguments for one local table; "" when they are fine.
-std::string table_error(std::size_t t, const float* table, std::size_t rows, const EmbeddingBags& b,
+std::string table_error(std::size_t t, bool null, std::size_t rows, const EmbeddingBags& b,
                         std::size_t batch) {
-  if (table == nullptr && rows > 0) return fmt::format("table {}: data is null", t);
+  if (null && rows > 0) return fmt::format("table {}: data is null", t);
   if (b.offsets.size() != batch + 1)
     return fmt::format("table {}: offsets has {} entries; expected global_batch + 1 = {}", t,
                        b.offsets.size(), batch + 1);
@@ -123,18 +123,39 @@ std::string table_error(std::size_t t, const float* table, std::size_t rows, con
 
 }  // namespace
 
-void EmbeddingAllToAllImpl::validate(std::span<const float* const> tables,
-                                     std::span<const EmbeddingBags> bags, const float* out) const {
+std::string EmbeddingAllToAllImpl::output_error(const float* out, Mode mode) const {
+  const std::size_t n = out_floats();
+  if (n == 0) return {};
+  const float* next = next_output();
+  if (out == next && mode == Mode::Fused) return {};  // zero-copy
+  for (std::uint32_t e : {ctx.epoch() + 1, ctx.epoch()}) {
+    const float* view = fused_exchange.own_inbox(e);
+    if (out + n <= view || out >= view + fused_exchange.inbox_floats()) continue;
+    if (out != next)
+      return fmt::format(
+          "out = {} lies in the context's output views but is not output() of this call ({}; "
+          "call output() before every run())",
+          static_cast<const void*>(out), static_cast<const void*>(next));
+    return fmt::format("out is output(), which only Mode::Fused can fill; mode = {}",
+                       to_string(mode));
+  }
+  return {};
+}
+
+void EmbeddingAllToAllImpl::validate(const TableSet& tables, std::span<const EmbeddingBags> bags,
+                                     const float* out, Mode mode) const {
   std::string error;
   if (tables.size() != local_tables)
     error =
         fmt::format("tables has {} entries; this rank owns {} tables", tables.size(), local_tables);
   else if (bags.size() != local_tables)
     error = fmt::format("bags has {} entries; this rank owns {} tables", bags.size(), local_tables);
-  else if (out == nullptr && local_batch(topo.rank) * first_table.back() > 0)
+  else if (out == nullptr && out_floats() > 0)
     error = "out is null";
+  else
+    error = output_error(out, mode);
   for (std::size_t t = 0; t < local_tables && error.empty(); ++t)
-    error = table_error(t, tables[t], table_rows[t], bags[t], batch);
+    error = table_error(t, tables.null(t), table_rows[t], bags[t], batch);
   // Without verify mode nothing else is checked per call: shapes were agreed at construction, and
   // a rank that rejects its own arguments raises here before any tile moves, while its peers wait
   // for its tiles until the communicator's deadline (Error(Timeout)).
@@ -156,8 +177,9 @@ void EmbeddingAllToAllImpl::validate(std::span<const float* const> tables,
     ctx.invalid(fmt::format("rank {} rejected its arguments (see its error)", bad_rank));
 }
 
-void EmbeddingAllToAllImpl::pool(const float* table, const EmbeddingBags& bags, std::size_t bag0,
-                                 std::size_t bag1, float* dst, std::size_t stride) const {
+void EmbeddingAllToAllImpl::pool(const TableSet& tables, std::size_t t, const EmbeddingBags& bags,
+                                 std::size_t bag0, std::size_t bag1, float* dst,
+                                 std::size_t stride) const {
   // The kernel of active_isa(): every path gives bitwise-identical results (ops/kernels/).
   kernels::PoolJob job;
   job.indices = bags.indices.data();
@@ -169,14 +191,17 @@ void EmbeddingAllToAllImpl::pool(const float* table, const EmbeddingBags& bags, 
   job.mean = pooling == Pooling::Mean;
   job.dst = dst;
   job.stride = stride;
-  kernels::embedding_pool().f32(table, job);
+  if (tables.is_bf16)
+    kernels::embedding_pool().bf16(reinterpret_cast<const std::uint16_t*>(tables.bf16[t]), job);
+  else
+    kernels::embedding_pool().f32(tables.f32[t], job);
 }
 
-void EmbeddingAllToAllImpl::pool_to_send(std::span<const float* const> tables,
+void EmbeddingAllToAllImpl::pool_to_send(const TableSet& tables,
                                          std::span<const EmbeddingBags> bags,
                                          const EmbeddingTile& k, float* send) const {
   // Send layout: per destination q, [local bag][local table][dim].
-  pool(tables[k.table], bags[k.table], batch_begin[k.dst] + k.bag0, batch_begin[k.dst] + k.bag1,
+  pool(tables, k.table, bags[k.table], batch_begin[k.dst] + k.bag0, batch_begin[k.dst] + k.bag1,
        send + send_offset[k.dst] + (k.bag0 * local_tables + k.table) * dim, local_tables * dim);
 }
 
@@ -224,7 +249,17 @@ void EmbeddingAllToAllImpl::exchange(const float* send, float* out, std::size_t 
   }
 }
 
-void EmbeddingAllToAllImpl::run_sequential(std::span<const float* const> tables,
+void EmbeddingAllToAllImpl::run(const TableSet& tables, std::span<const EmbeddingBags> bags,
+                                float* out, Mode mode) {
+  // The previous call's zero-copy output is the caller's until now (EmbeddingAllToAll::output()).
+  fused_exchange.release_outputs();
+  ctx.dispatch(
+      mode, {dim, batch, first_table.back()}, [&] { validate(tables, bags, out, mode); },
+      [&] { run_sequential(tables, bags, out); }, [&] { run_shaped(tables, bags, out); },
+      [&] { run_fused(tables, bags, out); });
+}
+
+void EmbeddingAllToAllImpl::run_sequential(const TableSet& tables,
                                            std::span<const EmbeddingBags> bags, float* out) {
   const std::vector<EmbeddingTile> tiles = make_tiles(0, 1, false);
   ctx.run_compute(tiles.size(),
@@ -232,8 +267,8 @@ void EmbeddingAllToAllImpl::run_sequential(std::span<const float* const> tables,
   exchange(send_buf.data(), out, 0, 1);
 }
 
-void EmbeddingAllToAllImpl::run_shaped(std::span<const float* const> tables,
-                                       std::span<const EmbeddingBags> bags, float* out) {
+void EmbeddingAllToAllImpl::run_shaped(const TableSet& tables, std::span<const EmbeddingBags> bags,
+                                       float* out) {
   // Chunk c = part c of every destination's slice.
   const auto chunks = static_cast<std::size_t>(ctx.options.shaped.chunks);
   std::vector<std::vector<EmbeddingTile>> tiles(chunks);
@@ -257,20 +292,27 @@ EmbeddingAllToAll::~EmbeddingAllToAll() = default;
 
 void EmbeddingAllToAll::run(std::span<const float* const> tables,
                             std::span<const EmbeddingBags> bags, float* out, Mode mode) {
-  detail::EmbeddingAllToAllImpl& op = *impl_;
-  op.ctx.dispatch(
-      mode, {op.dim, op.batch, op.first_table.back()}, [&] { op.validate(tables, bags, out); },
-      [&] { op.run_sequential(tables, bags, out); }, [&] { op.run_shaped(tables, bags, out); },
-      [&] { op.run_fused(tables, bags, out); });
+  impl_->run({.f32 = tables, .bf16 = {}, .is_bf16 = false}, bags, out, mode);
+}
+
+void EmbeddingAllToAll::run(std::span<const bfloat16* const> tables,
+                            std::span<const EmbeddingBags> bags, float* out, Mode mode) {
+  static_assert(sizeof(bfloat16) == sizeof(std::uint16_t));
+  impl_->run({.f32 = {}, .bf16 = tables, .is_bf16 = true}, bags, out, mode);
+}
+
+std::span<float> EmbeddingAllToAll::output() {
+  return {impl_->next_output(), impl_->out_floats()};
 }
 
 void bench::compute_only(EmbeddingAllToAll& op, std::span<const float* const> tables,
                          std::span<const EmbeddingBags> bags, float* send) {
   detail::EmbeddingAllToAllImpl& impl = detail::BenchAccess::impl(op);
-  impl.validate(tables, bags, send);
+  const detail::TableSet set{.f32 = tables, .bf16 = {}, .is_bf16 = false};
+  impl.validate(set, bags, send, Mode::Sequential);
   const auto tiles = impl.make_tiles(0, 1, false);
   impl.ctx.run_compute(tiles.size(),
-                       [&](std::size_t i) { impl.pool_to_send(tables, bags, tiles[i], send); });
+                       [&](std::size_t i) { impl.pool_to_send(set, bags, tiles[i], send); });
 }
 
 void bench::collective_only(EmbeddingAllToAll& op, const float* send, float* out) {
@@ -286,6 +328,9 @@ std::size_t EmbeddingAllToAll::num_tables() const {
 }
 std::size_t EmbeddingAllToAll::first_table() const {
   return impl_->first_table[impl_->topo.rank];
+}
+std::optional<Mode> EmbeddingAllToAll::auto_choice() const {
+  return impl_->ctx.auto_choice();
 }
 std::size_t EmbeddingAllToAll::local_batch() const {
   return impl_->local_batch(impl_->topo.rank);

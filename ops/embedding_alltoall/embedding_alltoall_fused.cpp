@@ -4,13 +4,16 @@
 // first, then other on-node ranks, then this rank (OpOptions::remote_first). The blocks every pair
 // exchanges are fixed at construction (only the pooled values change per call), so no per-call
 // header is needed; inbox halves by epoch parity and the done flags let calls overlap (see
-// block_exchange.hpp). Inbox offsets equal output offsets.
+// block_exchange.hpp). Inbox offsets equal output offsets, so an inbox half can be the caller's
+// output itself (EmbeddingAllToAll::output(), BlockExchange's zero_copy).
 #include "ops/embedding_alltoall/embedding_alltoall_impl.hpp"
 
 namespace tilecomm::detail {
 
-void EmbeddingAllToAllImpl::run_fused(std::span<const float* const> tables,
-                                      std::span<const EmbeddingBags> bags, float* out) {
+void EmbeddingAllToAllImpl::run_fused(const TableSet& tables, std::span<const EmbeddingBags> bags,
+                                      float* out) {
+  // Zero-copy when out is this call's output view (validate() allowed no other overlap).
+  const bool zero_copy = out_floats() > 0 && out == next_output();
   const int p = topo.size, me = topo.rank;
   const std::size_t row = first_table[p] * dim;  // floats per bag in out
   const std::vector<EmbeddingTile> tiles = make_tiles(0, 1, ctx.options.remote_first);
@@ -29,11 +32,14 @@ void EmbeddingAllToAllImpl::run_fused(std::span<const float* const> tables,
         arrivals.push_back({s, {offset, b1 - b, dim}, flag_of(table, b), offset});
       }
   }
-  fused_exchange.run(produced, arrivals, out, [&](std::size_t i, float* dst, std::size_t ld) {
-    const EmbeddingTile& k = tiles[i];
-    pool(tables[k.table], bags[k.table], batch_begin[k.dst] + k.bag0, batch_begin[k.dst] + k.bag1,
-         dst, ld);
-  });
+  fused_exchange.run(
+      produced, arrivals, out,
+      [&](std::size_t i, float* dst, std::size_t ld) {
+        const EmbeddingTile& k = tiles[i];
+        pool(tables, k.table, bags[k.table], batch_begin[k.dst] + k.bag0,
+             batch_begin[k.dst] + k.bag1, dst, ld);
+      },
+      nullptr, zero_copy);
 }
 
 }  // namespace tilecomm::detail

@@ -2,6 +2,9 @@
 // and torch tensors (CPU, contiguous, float32: used in place, see binding.hpp).
 //
 // Each context is built collectively for one shape and keeps its Communicator and Device alive.
+// EmbeddingAllToAll also takes bfloat16 tables (torch.bfloat16 tensors, or uint16/int16 arrays
+// with table_dtype="bfloat16", as the collectives' dtype="bfloat16") and has output(), a numpy
+// view of its zero-copy output in the shared segment.
 // run(..., mode="fused") takes "sequential" | "shaped" | "fused"; the output argument is either
 // None (a new array is returned) or an exact-dtype, C-contiguous, writeable array of the right
 // shape that does not overlap the inputs (it is filled and returned). Data inputs must be float32
@@ -142,6 +145,41 @@ py::array_t<std::int64_t, py::array::c_style> index_array(py::handle obj,
   return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
 }
 
+/// An embedding table stored as bfloat16: a torch.bfloat16 tensor (its 16-bit patterns, no copy),
+/// or a uint16/int16 array holding them (numpy has no bfloat16 dtype). `where` prefixes errors.
+py::array bf16_table(py::handle obj, const std::string& where) {
+  if (is_tensor(obj)) {
+    const std::string dtype = py::str(obj.attr("dtype"));
+    if (dtype != "torch.bfloat16")
+      throw py::type_error(where +
+                           " must have dtype torch.bfloat16 (the call's tables are "
+                           "bfloat16), got " +
+                           dtype);
+    py::object bits = obj.attr("view")(py::module_::import("torch").attr("int16"));
+    return checked_array(tensor_as_array(bits, where, "int16"), where, false);
+  }
+  py::array a = checked_array(obj, where, false);
+  if (a.itemsize() != 2 || (a.dtype().kind() != 'u' && a.dtype().kind() != 'i'))
+    throw py::type_error(where +
+                         " must be a uint16 or int16 array holding bfloat16 bits "
+                         "(table_dtype='bfloat16'), got " +
+                         std::string(py::str(a.dtype())));
+  return a;
+}
+
+/// Whether a run()'s tables are bfloat16: table_dtype "bfloat16", or "auto" with a first table
+/// that is a torch.bfloat16 tensor.
+bool tables_are_bf16(const std::string& table_dtype, const std::vector<py::handle>& tables,
+                     const std::string& where) {
+  if (table_dtype == "bfloat16") return true;
+  if (table_dtype == "float32") return false;
+  if (table_dtype != "auto")
+    throw py::value_error(where + "table_dtype '" + table_dtype +
+                          "' is not one of: auto, float32, bfloat16");
+  return !tables.empty() && is_tensor(tables[0]) &&
+         std::string(py::str(tables[0].attr("dtype"))) == "torch.bfloat16";
+}
+
 using PyGemv = PyOp<GemvAllReduce>;
 using PyEmb = PyOp<EmbeddingAllToAll>;
 using PyGemm = PyOp<GemmAllToAll>;
@@ -238,7 +276,8 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
       .def(
           "run",
           [](PyEmb& self, py::handle tables_obj, py::handle indices_obj, py::handle offsets_obj,
-             py::object weights_obj, py::object out_obj, const std::string& mode) {
+             py::object weights_obj, py::object out_obj, const std::string& mode,
+             const std::string& table_dtype) {
             const std::string fn = "tilecomm.EmbeddingAllToAll.run: ";
             EmbeddingAllToAll& op = self.get();
             const std::size_t nt = self.dims.size();
@@ -248,11 +287,15 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
             std::vector<py::handle> weight_items;
             if (!weights_obj.is_none()) weight_items = items(weights_obj, nt, fn + "weights");
             std::vector<py::array> keep;  // every array the call reads, alive until it returns
+            const bool bf16 = tables_are_bf16(table_dtype, table_items, fn);
             std::vector<const float*> tables;
+            std::vector<const bfloat16*> tables16;
             std::vector<EmbeddingBags> bags;
             for (std::size_t i = 0; i < nt; ++i) {
-              const std::string t = "[" + std::to_string(i) + "]";
-              auto tab = typed_array<float>(table_items[i], fn + "tables" + t, false);
+              const std::string t = "[" + std::to_string(i).append("]");
+              py::array tab =
+                  bf16 ? bf16_table(table_items[i], fn + "tables" + t)
+                       : py::array(typed_array<float>(table_items[i], fn + "tables" + t, false));
               require_shape(tab, {self.dims[i], op.dim()}, fn + "tables" + t);
               auto idx = index_array(index_items[i], fn + "indices" + t);
               auto off = index_array(offset_items[i], fn + "offsets" + t);
@@ -265,7 +308,10 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
                 b.weights = {wt.data(), static_cast<std::size_t>(wt.size())};
                 keep.push_back(wt);
               }
-              tables.push_back(tab.data());
+              if (bf16)
+                tables16.push_back(static_cast<const bfloat16*>(tab.data()));
+              else
+                tables.push_back(static_cast<const float*>(tab.data()));
               bags.push_back(b);
               keep.push_back(tab);
               keep.push_back(idx);
@@ -276,16 +322,51 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
             require_disjoint(out, keep, fn + "out");
             const Mode md = parse_mode(mode);
             float* op_out = out.mutable_data();
-            self.run([&](EmbeddingAllToAll& o) { o.run(tables, bags, op_out, md); });
+            self.run([&](EmbeddingAllToAll& o) {
+              if (bf16)
+                o.run(tables16, bags, op_out, md);
+              else
+                o.run(tables, bags, op_out, md);
+            });
             return output_object(out_obj, out, nt > 0 && is_tensor(table_items[0]));
           },
           py::arg("tables"), py::arg("indices"), py::arg("offsets"),
           py::arg("weights") = py::none(), py::arg("out") = py::none(), py::arg("mode") = "fused",
+          py::arg("table_dtype") = "auto",
           R"doc(
-tables[i]: float32 [rows_i, dim] (local table i); indices[i], offsets[i]: its bags over the whole
-global batch in CSR form (offsets has global_batch+1 entries, as torch.nn.EmbeddingBag);
-weights: None, or per table None or float32 [len(indices[i])] per-sample weights.
-out: float32 [local_batch, num_tables, dim] or None (new array). Returns out.
+tables[i]: [rows_i, dim] (local table i), float32, or bfloat16 (every table of the call alike):
+torch.bfloat16 tensors, or uint16/int16 numpy arrays holding the bits with table_dtype="bfloat16";
+table_dtype: "auto" (bfloat16 when tables[0] is a torch.bfloat16 tensor, else float32), "float32"
+or "bfloat16". indices[i], offsets[i]: its bags over the whole global batch in CSR form (offsets
+has global_batch+1 entries, as torch.nn.EmbeddingBag); weights: None, or per table None or float32
+[len(indices[i])] per-sample weights. out: float32 [local_batch, num_tables, dim] or None (new
+array), or (mode="fused" only) output(): no copy of on-node peers' tiles. Returns out (always
+float32; bfloat16 tables are widened exactly and pooled in float32).
+)doc")
+      .def(
+          "output",
+          [](std::shared_ptr<PyEmb> self, bool as_tensor) -> py::object {
+            EmbeddingAllToAll& op = self->get();
+            std::span<float> view;
+            {  // the epoch it depends on moves in run(): one call at a time on the communicator
+              py::gil_scoped_release nogil;
+              std::lock_guard lock(self->comm->mu);
+              view = op.output();
+            }
+            const std::vector<std::size_t> shape = {op.local_batch(), op.num_tables(), op.dim()};
+            // The array keeps the Python context object alive (not a closed one's memory).
+            py::array_t<float, py::array::c_style> a(shape, view.data(), py::cast(self));
+            if (as_tensor) return torch_from_numpy(a);
+            return a;
+          },
+          py::kw_only(), py::arg("as_tensor") = false, R"doc(
+Zero-copy output of the next fused run(): a float32 [local_batch, num_tables, dim] array (or, with
+as_tensor=True, a torch tensor) sharing memory with this rank's part of the context's shared
+segment. Pass it as out= to the next run(..., mode="fused"): on-node peers store their tiles
+straight into it. It alternates between two buffers, so call output() before every run(). Its
+contents are valid from the return of that run() until this rank's next run() on the context
+begins (any mode); copy what you need to keep. Passing it in another mode, or an earlier call's
+view, raises tilecomm.Error(InvalidArgument). Never use it after close().
 )doc")
       .def_property_readonly("num_tables", [](const PyEmb& p) { return p.get().num_tables(); })
       .def_property_readonly("first_table", [](const PyEmb& p) { return p.get().first_table(); })

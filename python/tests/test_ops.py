@@ -146,6 +146,71 @@ def test_embedding_alltoall(comm, device, mode, pooling):
             np.testing.assert_array_equal(out, ref, err_msg=f"call {call}")
 
 
+def bf16_bits(a):
+    """float32 -> bfloat16 bit patterns (uint16). Exact for the small integers used here."""
+    bits = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    assert np.array_equal((bits.astype(np.uint32) << 16).view(np.float32), a)
+    return bits
+
+
+def embedding_case(op, dim, batch, pooling, call, me, p):
+    """This rank's tables/bags of one call and the reference for its slice."""
+    first = sum(tables_of(r) for r in range(me))
+    total = sum(tables_of(r) for r in range(p))
+    all_tables = [make_table(gt, dim, batch, call) for gt in range(total)]
+    ref = np.zeros((op.local_batch, total, dim), np.float32)
+    for b in range(op.local_batch):
+        for gt in range(total):
+            ref[b, gt] = pooled(all_tables[gt], op.batch_begin + b, pooling)
+    return all_tables[first:first + tables_of(me)], ref
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_embedding_alltoall_bf16_tables(comm, device, mode):
+    """bfloat16 tables (uint16 bits with table_dtype="bfloat16") give bitwise the float32 result."""
+    dim, batch = 24, 37
+    rows = [20 + 13 * gt for gt in range(sum(tables_of(r) for r in range(comm.rank)),
+                                         sum(tables_of(r) for r in range(comm.rank + 1)))]
+    with tilecomm.EmbeddingAllToAll(comm, device, rows, dim, batch, "sum", tile=4) as op:
+        for call in range(2):
+            t, ref = embedding_case(op, dim, batch, "sum", call, comm.rank, comm.size)
+            out = op.run([bf16_bits(x[0]) for x in t], [x[1] for x in t], [x[2] for x in t],
+                         [x[3] for x in t], mode=mode, table_dtype="bfloat16")
+            np.testing.assert_array_equal(out, ref, err_msg=f"call {call}")
+        with pytest.raises(TypeError, match=r"tables\[0\] must be a uint16 or int16 array"):
+            op.run([x[0] for x in t], [x[1] for x in t], [x[2] for x in t],
+                   table_dtype="bfloat16")
+        with pytest.raises(ValueError, match="table_dtype 'half'"):
+            op.run([x[0] for x in t], [x[1] for x in t], [x[2] for x in t], table_dtype="half")
+
+
+def test_embedding_alltoall_zero_copy(comm, device):
+    """output(): a view of the shared segment that a fused run() fills without copies; the views
+    alternate, and using one in another mode or after its call is an InvalidArgument."""
+    dim, batch = 16, 29
+    rows = [20 + 13 * gt for gt in range(sum(tables_of(r) for r in range(comm.rank)),
+                                         sum(tables_of(r) for r in range(comm.rank + 1)))]
+    with tilecomm.EmbeddingAllToAll(comm, device, rows, dim, batch, "mean") as op:
+        views = []
+        for call in range(4):
+            t, ref = embedding_case(op, dim, batch, "mean", call, comm.rank, comm.size)
+            tables = [x[0] for x in t] if call % 2 == 0 else [bf16_bits(x[0]) for x in t]
+            view = op.output()
+            assert view.shape == (op.local_batch, op.num_tables, dim) and view.dtype == np.float32
+            out = op.run(tables, [x[1] for x in t], [x[2] for x in t], [x[3] for x in t], out=view,
+                         table_dtype="float32" if call % 2 == 0 else "bfloat16")
+            assert out is view
+            np.testing.assert_array_equal(view, ref, err_msg=f"call {call}")
+            views.append(view.__array_interface__["data"][0])
+        if op.local_batch > 0:
+            assert views[0] == views[2] and views[1] == views[3] and views[0] != views[1]
+            args = ([x[0] for x in t], [x[1] for x in t], [x[2] for x in t], [x[3] for x in t])
+            with pytest.raises(tilecomm.Error, match="only Mode::Fused"):
+                op.run(*args, out=op.output(), mode="sequential")
+            with pytest.raises(tilecomm.Error, match="not output\\(\\) of this call"):
+                op.run(*args, out=view, mode="fused")  # the previous call's view
+
+
 def test_embedding_errors(comm, device):
     dim, batch = 8, 10
     rows = [20] * tables_of(comm.rank)

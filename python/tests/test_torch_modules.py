@@ -63,6 +63,25 @@ def test_sharded_embedding_bags(comm, device, mode, pooling):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_sharded_embedding_bags_bf16(comm, device, mode):
+    """bfloat16 weights (small integers: exact) give bitwise the float32 module's output."""
+    rows, dim, batch = [30, 17, 45, 8, 22], 12, 13
+    tables = [ints((r, dim), 10 + t) for t, r in enumerate(rows)]
+    bags = [_bags(t, batch, r) for t, r in enumerate(rows)]
+    m32 = ShardedEmbeddingBags.from_full(tables, batch, comm=comm, device=device, mode=mode)
+    m16 = ShardedEmbeddingBags.from_full([w.bfloat16() for w in tables], batch, comm=comm,
+                                         device=device, mode=mode)
+    assert all(w.dtype == torch.bfloat16 for w in m16.weights)
+    with torch.no_grad():
+        out16 = m16([b[0] for b in bags], [b[1] for b in bags])
+        out32 = m32([b[0] for b in bags], [b[1] for b in bags])
+    assert out16.dtype == torch.float32
+    assert torch.equal(out16, out32)
+    with pytest.raises(ValueError, match="dtype torch.float16"):
+        ShardedEmbeddingBags(rows, dim, batch, comm=comm, device=device, dtype=torch.float16)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_moe_experts(comm, device, mode):
     G, hidden, n = 5, 16, 24
     weights = [ints((hidden, n), 200 + e) for e in range(G)]

@@ -44,6 +44,17 @@ def test_embedding_on_tensors(comm, device):
         if rows:
             assert isinstance(got, torch.Tensor)
         np.testing.assert_array_equal(np.asarray(got), want)
+        # torch.bfloat16 tables (small integers: exact) into the zero-copy output as a tensor
+        view = op.output(as_tensor=True)
+        assert isinstance(view, torch.Tensor) and view.shape == want.shape
+        got16 = op.run([torch.from_numpy(x[0]).bfloat16() for x in t], [x[1] for x in t],
+                       [x[2] for x in t], [x[3] for x in t], out=view)
+        assert got16 is view
+        np.testing.assert_array_equal(view.numpy(), want)
+        if rows:
+            with pytest.raises(TypeError, match=r"tables\[0\] must have dtype torch.bfloat16"):
+                op.run([torch.from_numpy(x[0]) for x in t], [x[1] for x in t], [x[2] for x in t],
+                       table_dtype="bfloat16")
 
 
 def test_gemm_on_tensors(comm, device):

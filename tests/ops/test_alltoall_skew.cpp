@@ -11,6 +11,9 @@
 // (Verify mode still reports mismatches and bad arguments on every rank: test_gemm_alltoall.cpp,
 // test_embedding_alltoall.cpp.)
 #include <chrono>
+#include <random>
+#include <span>
+#include <thread>
 
 #include "ops_test_util.hpp"
 
@@ -52,28 +55,19 @@ std::size_t gemm_experts_of(int r) {
 // (source, owner) in some calls. Every output must equal the reference exactly.
 void gemm_skewed_calls(Communicator& comm, Device& dev, int calls) {
   const int p = comm.size(), me = comm.rank();
-  std::vector<std::size_t> first(p + 1, 0);
+  const MoeExperts ex(p, gemm_experts_of);
   std::vector<int> owner;
-  for (int r = 0; r < p; ++r) {
-    first[r + 1] = first[r] + gemm_experts_of(r);
-    for (std::size_t e = 0; e < gemm_experts_of(r); ++e)
-      owner.push_back(r);
-  }
-  const std::size_t G = first[p], k = 5, n = 12;
+  for (int r = 0; r < p; ++r)
+    owner.insert(owner.end(), ex.local(r), r);
+  const std::size_t k = 5, n = 12;
   OpOptions opt;
   opt.tile = 4;  // several row tiles per block
   GemmAllToAll op(comm, dev, gemm_experts_of(me), k, n, 40 * p, 40 * p, opt);
   auto W = [](std::size_t g, std::size_t i, std::size_t j) {
     return small_int(g * 5 + i * 3 + j * 11);
   };
-  std::vector<std::vector<float>> w(gemm_experts_of(me), std::vector<float>(k * n));
-  std::vector<const float*> wp;
-  for (std::size_t e = 0; e < w.size(); ++e) {
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        w[e][i * n + j] = W(first[me] + e, i, j);
-    wp.push_back(w[e].data());
-  }
+  const auto w = ex.weights(me, k, n, W);
+  const auto wp = pointers(w);
   Straggler straggler(dev, 1234u + 17u * me);
   for (int call = 0; call < calls; ++call) {
     auto cnt = [&](int s, std::size_t g) -> std::size_t {
@@ -84,27 +78,8 @@ void gemm_skewed_calls(Communicator& comm, Device& dev, int calls) {
     auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
       return small_int(s + g * 3 + i * 7 + kk * 13 + call * 17);
     };
-    std::vector<std::size_t> recv(gemm_experts_of(me) * p), send(G);
-    std::vector<float> x;
-    for (std::size_t e = 0; e < gemm_experts_of(me); ++e)
-      for (int s = 0; s < p; ++s) {
-        const std::size_t g = first[me] + e;
-        recv[e * p + s] = cnt(s, g);
-        for (std::size_t i = 0; i < cnt(s, g); ++i)
-          for (std::size_t kk = 0; kk < k; ++kk)
-            x.push_back(X(s, g, i, kk));
-      }
-    std::vector<float> ref;
-    for (std::size_t g = 0; g < G; ++g) {
-      send[g] = cnt(me, g);
-      for (std::size_t i = 0; i < send[g]; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-          float acc = 0.0f;
-          for (std::size_t kk = 0; kk < k; ++kk)
-            acc += X(me, g, i, kk) * W(g, kk, j);
-          ref.push_back(acc);
-        }
-    }
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    const auto& [recv, send, x, ref] = c;
     std::vector<float> y(ref.size(), -555.0f);
     straggler.before_call(call % 4 == 0 ? 4000 : 1500);
     op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
@@ -127,8 +102,11 @@ TEST(AllToAllSkew, GemmBackToBackWithChangingRouting) {
 
 // Back-to-back fused EmbeddingAllToAll calls; the tables and bags change every call. Rank r owns
 // r % 3 tables (rank 0 none, so it only receives) and batches smaller than the ranks leave some
-// ranks without bags (they only send).
-void embedding_skewed_calls(Communicator& comm, Device& dev, std::size_t batch, int calls) {
+// ranks without bags (they only send). With `zero_copy` every call runs into output() and the
+// rank reads it only after a random delay (a late reader: a peer that stored a later call into the
+// view before this rank's next call began would show up as wrong values).
+void embedding_skewed_calls(Communicator& comm, Device& dev, std::size_t batch, int calls,
+                            bool zero_copy = false) {
   const int p = comm.size(), me = comm.rank();
   const std::size_t dim = 6;
   auto tables_of = [](int r) { return static_cast<std::size_t>(r % 3); };
@@ -143,6 +121,8 @@ void embedding_skewed_calls(Communicator& comm, Device& dev, std::size_t batch, 
   EmbeddingAllToAll op(comm, dev, std::vector<std::size_t>(tables_of(me), rows), dim, batch,
                        Pooling::Sum, opt);
   Straggler straggler(dev, 4321u + 31u * me);
+  std::mt19937 rng(777u + 13u * me);
+  std::uniform_int_distribution<int> late(0, 3000);  // microseconds before reading output()
   for (int call = 0; call < calls; ++call) {
     auto value = [&](std::size_t gt, std::size_t row, std::size_t d) {
       return small_int(gt * 101 + row * 7 + d * 3 + call * 13);
@@ -180,14 +160,17 @@ void embedding_skewed_calls(Communicator& comm, Device& dev, std::size_t batch, 
         for (std::int64_t i : bag(gt, b0 + b))
           for (std::size_t d = 0; d < dim; ++d)
             ref[(b * total + gt) * dim + d] += value(gt, static_cast<std::size_t>(i), d);
-    std::vector<float> out(ref.size(), -777.0f);
+    std::vector<float> own(ref.size(), -777.0f);
+    const std::span<float> out = zero_copy ? op.output() : std::span<float>(own);
     straggler.before_call(call % 4 == 0 ? 4000 : 1500);
     op.run(tables, bags, out.data(), Mode::Fused);
     straggler.after_call();
+    if (zero_copy) std::this_thread::sleep_for(std::chrono::microseconds(late(rng)));
     int wrong = 0;
     for (std::size_t i = 0; i < out.size(); ++i)
       wrong += out[i] != ref[i];
-    EXPECT_EQ(wrong, 0) << "call " << call << " batch " << batch;
+    EXPECT_EQ(wrong, 0) << "call " << call << " batch " << batch
+                        << (zero_copy ? " into output()" : "");
   }
 }
 
@@ -200,6 +183,60 @@ TEST(AllToAllSkew, EmbeddingBackToBack) {
     embedding_skewed_calls(comm, dev, 23, 30);
     embedding_skewed_calls(comm, dev, static_cast<std::size_t>(p - 1), 12);  // a rank without bags
   }
+}
+
+// The same into output() (zero-copy), reading each call's results late.
+TEST(AllToAllSkew, EmbeddingBackToBackZeroCopy) {
+  const int p = test::world_size();
+  for (int ns : node_sizes(p)) {
+    SCOPED_TRACE("node_size " + std::to_string(ns));
+    Communicator comm(MPI_COMM_WORLD, unverified(ns));
+    Device dev(test_device_config());
+    embedding_skewed_calls(comm, dev, 23, 30, true);
+    embedding_skewed_calls(comm, dev, static_cast<std::size_t>(p - 1), 12, true);
+  }
+}
+
+// The zero-copy guard on its own: rank 0 owns no table and holds the only bag, every other rank
+// owns one table and only sends to rank 0, so nothing but the guard holds them back. Rank 0 reads
+// each call's output() 30 ms after the call returned; meanwhile the others have finished the next
+// call (the other view) and are at the one after, which stores into this view: they must wait
+// until rank 0 begins its next call. Without the guard (the done flag raised at the end of the
+// call, as for a caller-owned out) rank 0 reads a later call's values. One node only: off-node
+// tiles are received by this rank's own MPI receives, posted when its call begins.
+TEST(AllToAllSkew, ZeroCopyOutputLastsUntilTheNextCall) {
+  const int p = test::world_size(), me = test::world_rank();
+  if (p < 2) GTEST_SKIP() << "needs two ranks";
+  Communicator comm(MPI_COMM_WORLD, unverified(0));
+  Device dev(test_device_config());
+  const std::size_t dim = 4, rows = 3;
+  std::vector<std::size_t> table_rows;
+  if (me != 0) table_rows.push_back(rows);
+  EmbeddingAllToAll op(comm, dev, table_rows, dim, 1, Pooling::Sum);
+  const std::vector<std::int64_t> idx = {1}, off = {0, 1};
+  std::mt19937 rng(55u + me);
+  int wrong = 0;
+  for (int call = 1; call <= 8; ++call) {
+    std::vector<float> table(rows * dim);
+    for (std::size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<float>(me * 1000 + call * 10) + static_cast<float>(i);
+    std::vector<const float*> tables;
+    std::vector<EmbeddingBags> bags;
+    if (me != 0) {
+      tables.push_back(table.data());
+      bags.push_back({idx, off, {}});
+    }
+    if (me != 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+    const std::span<float> out = op.output();
+    op.run(tables, bags, out.data(), Mode::Fused);
+    if (me != 0) continue;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the late reader
+    for (int r = 1; r < p; ++r)  // table r - 1 is rank r's; bag 0 takes row 1
+      for (std::size_t d = 0; d < dim; ++d)
+        wrong += out[(r - 1) * dim + d] != static_cast<float>(r * 1000 + call * 10 + dim + d);
+  }
+  EXPECT_EQ(wrong, 0) << "values of a later call in output() before the next call began";
+  comm.barrier();
 }
 
 // Rank 0 owns no table and holds the only bag (global batch 1); every other rank owns one table

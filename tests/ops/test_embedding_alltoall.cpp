@@ -1,6 +1,8 @@
 // EmbeddingAllToAll: every mode equals a reference each rank computes for its own slice from the
 // (deterministically generated) tables of every rank, bitwise; uneven batches, empty tables and
-// bags, weights, both poolings, stragglers; bad indices and offsets name the table and bag.
+// bags, weights, both poolings, stragglers; bad indices and offsets name the table and bag. Every
+// call also runs with the tables in bfloat16 (small integers: exact, so bitwise the same) in
+// every mode, and fused into output() (zero-copy) with either table type.
 #include "ops_test_util.hpp"
 
 namespace tilecomm::test {
@@ -59,10 +61,17 @@ void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, 
     for (std::size_t gt = 0; gt < total; ++gt)
       all.push_back(make_table(gt, dim, batch, call));
     std::vector<const float*> tables;
+    std::vector<std::vector<bfloat16>> w16(tables_of(me));
+    std::vector<const bfloat16*> tables16;
     std::vector<EmbeddingBags> bags;
     for (std::size_t t = 0; t < tables_of(me); ++t) {
       const Table& T = all[first + t];
       tables.push_back(T.w.data());
+      for (float v : T.w) {
+        w16[t].push_back(bfloat16(v));
+        EXPECT_EQ(static_cast<float>(w16[t].back()), v);  // small integers: exact in bfloat16
+      }
+      tables16.push_back(w16[t].data());
       bags.push_back({T.idx, T.off, T.weights});
     }
     const std::size_t lb = op.local_batch(), b0 = op.batch_begin();
@@ -79,15 +88,28 @@ void check(Communicator& comm, Device& dev, std::size_t dim, std::size_t batch, 
           for (std::size_t d = 0; d < dim; ++d)
             o[d] /= static_cast<float>(T.off[g + 1] - T.off[g]);
       }
-    for (Mode mode : kModes) {
-      std::vector<float> out(ref.size(), -777.0f);
+    // Modes x {float32, bfloat16} into caller-owned memory, then fused into output().
+    for (int variant = 0; variant < 8; ++variant) {
+      const bool bf16 = variant % 2 == 1, zero_copy = variant >= 6;
+      const Mode mode = zero_copy ? Mode::Fused : kModes[variant / 2];
+      std::vector<float> own(ref.size(), -777.0f);
+      std::span<float> out = own;
+      if (zero_copy) {
+        out = op.output();
+        ASSERT_EQ(out.size(), ref.size());
+      }
       straggler.before_call();
-      op.run(tables, bags, out.data(), mode);
+      if (bf16)
+        op.run(tables16, bags, out.data(), mode);
+      else
+        op.run(tables, bags, out.data(), mode);
       straggler.after_call();
       int wrong = 0;
       for (std::size_t i = 0; i < out.size(); ++i)
         wrong += out[i] != ref[i];
-      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " batch " << batch << " dim " << dim;
+      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << (bf16 ? " bfloat16" : " float32")
+                          << (zero_copy ? " into output()" : "") << " batch " << batch << " dim "
+                          << dim << " call " << call;
     }
   }
 }
@@ -151,6 +173,52 @@ TEST(EmbeddingAllToAll, BadInputIsReportedOnEveryRank) {
   std::vector<std::int64_t> idx = {1, 2}, off = {0, 1, 1, 2};
   EmbeddingBags bags{idx, off, {}};
   op.run(tables, {&bags, 1}, out.data(), Mode::Fused);
+}
+
+// output() is only for Mode::Fused, and only the current call's view: every other use is an
+// InvalidArgument before any communication (every rank passes the same kind of bad out here, so
+// no rank waits for another), and the context still works afterwards.
+TEST(EmbeddingAllToAll, OutputViewMisuseIsRejected) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const std::size_t dim = 4, batch = 2 * static_cast<std::size_t>(comm.size());  // bags everywhere
+  std::vector<float> table(10 * dim);
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<float>(i / dim);  // row r holds r
+  EmbeddingAllToAll op(comm, dev, {10}, dim, batch, Pooling::Sum);
+  const auto expected = static_cast<float>(op.batch_begin() % 10);  // bag 0 of any table
+  std::vector<const float*> tables = {table.data()};
+  std::vector<std::int64_t> idx, off = {0};
+  for (std::size_t b = 0; b < batch; ++b) {
+    idx.push_back(static_cast<std::int64_t>(b % 10));
+    off.push_back(static_cast<std::int64_t>(idx.size()));
+  }
+  EmbeddingBags bags{idx, off, {}};
+  auto expect_invalid = [&](float* out, Mode mode, const char* text) {
+    try {
+      op.run(tables, {&bags, 1}, out, mode);
+      FAIL() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_invalid(op.output().data(), Mode::Sequential, "only Mode::Fused");
+  expect_invalid(op.output().data(), Mode::Shaped, "only Mode::Fused");
+  expect_invalid(op.output().data(), Mode::Auto, "only Mode::Fused");
+  expect_invalid(op.output().data() + 1, Mode::Fused, "not output() of this call");
+  std::span<float> first = op.output();
+  op.run(tables, {&bags, 1}, first.data(), Mode::Fused);
+  EXPECT_EQ(first[0], expected);
+  EXPECT_NE(op.output().data(), first.data());  // the views alternate
+  expect_invalid(first.data(), Mode::Fused, "not output() of this call");
+  std::vector<float> own(first.size());
+  op.run(tables, {&bags, 1}, own.data(), Mode::Fused);
+  EXPECT_EQ(own[0], expected);
+  std::span<float> next = op.output();
+  EXPECT_EQ(next.data(), first.data());  // two fused calls later: the same half again
+  op.run(tables, {&bags, 1}, next.data(), Mode::Fused);
+  EXPECT_EQ(next[0], expected);
 }
 
 TEST(EmbeddingAllToAll, MismatchedDimRaisesOnEveryRank) {

@@ -11,7 +11,8 @@ the ProcessGroupTilecomm of a "tilecomm" torch group, or None (the world group w
 torch.distributed runs the tilecomm backend, else one Communicator over MPI_COMM_WORLD shared by
 the modules). `device` is a tilecomm.Device (None: one shared default). `mode`: "auto" (= "fused"
 until a tuner exists), "sequential", "shaped" or "fused". Parameters are float32 and hold this
-rank's shard; from_full() builds a module from the whole weights (the same on every rank).
+rank's shard (ShardedEmbeddingBags: float32 or bfloat16); from_full() builds a module from the
+whole weights (the same on every rank).
 
 Forward only: the operators have no backward; calling backward() through a module's output raises
 NotImplementedError naming the module. Inputs are read without copies where the layout allows
@@ -161,11 +162,18 @@ class ShardedEmbeddingBags(torch.nn.Module):
     forward(indices, offsets, per_sample_weights=None): one entry per global table (the same
     global sparse input on every rank; only the local tables' entries are read), each as
     torch.nn.EmbeddingBag takes it: 1-D indices and offsets of global_batch bag starts (or
-    global_batch + 1 with the end). mode: "sum" | "mean" pooling."""
+    global_batch + 1 with the end). mode: "sum" | "mean" pooling.
+
+    dtype: the weights' storage, torch.float32 or torch.bfloat16 (half the bytes to gather; every
+    element is widened exactly and pooled in float32, so the output, always float32, is bitwise the
+    float32 module's on the widened weights). from_full() takes the tables' dtype unless given."""
 
     def __init__(self, num_embeddings, embedding_dim, global_batch, pooling="sum", comm=None,
-                 device=None, mode="auto"):
+                 device=None, mode="auto", dtype=torch.float32):
         super().__init__()
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"ShardedEmbeddingBags: dtype {dtype} is not torch.float32 or "
+                             f"torch.bfloat16")
         self.comm, self.device = _comm(comm), _device(device)
         self.mode = _mode(mode)
         self.num_embeddings = list(num_embeddings)
@@ -173,7 +181,7 @@ class ShardedEmbeddingBags(torch.nn.Module):
         self.first_table, end = _split(len(self.num_embeddings), self.comm.size, self.comm.rank)
         local = self.num_embeddings[self.first_table:end]
         self.weights = torch.nn.ParameterList(
-            [torch.nn.Parameter(torch.zeros(rows, embedding_dim)) for rows in local])
+            [torch.nn.Parameter(torch.zeros(rows, embedding_dim, dtype=dtype)) for rows in local])
         self.op = tilecomm.EmbeddingAllToAll(self.comm, self.device, local, embedding_dim,
                                              global_batch, pooling)
         assert self.op.first_table == self.first_table
@@ -181,7 +189,10 @@ class ShardedEmbeddingBags(torch.nn.Module):
 
     @classmethod
     def from_full(cls, tables, global_batch, **kwargs):
-        """From every table's weight [rows, dim] (the same list on every rank)."""
+        """From every table's weight [rows, dim] (the same list on every rank). The module stores
+        bfloat16 when the tables are bfloat16 (unless dtype= says otherwise), else float32."""
+        if tables[0].dtype == torch.bfloat16:
+            kwargs.setdefault("dtype", torch.bfloat16)
         m = cls([t.shape[0] for t in tables], tables[0].shape[1], global_batch, **kwargs)
         with torch.no_grad():
             for i, w in enumerate(m.weights):
