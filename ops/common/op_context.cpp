@@ -21,8 +21,8 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       device(d),
       options(std::move(opts)),
       info(op),
-      verify_kind_(register_call_kind(op.name, op.shape)),
-      auto_(options.auto_rounds) {
+      auto_(options.auto_rounds),
+      verify_kind_(register_call_kind(op.name, op.shape)) {
   comm.refuse_if_failed(info.name);
   if (options.auto_rounds < 1)
     invalid(fmt::format("auto_rounds = {} (must be >= 1)", options.auto_rounds));
