@@ -12,14 +12,14 @@ namespace {
 // MLPerf Training DLRM-v2 (DLRM-DCNv2 on Criteo 1TB, multi-hot; mlcommons/training
 // recommendation_v2/torchrec_dlrm): rows per table (--num_embeddings_per_feature) and indices per
 // bag (--multi_hot_sizes) of its 26 sparse features, embedding dim 128, global batch 65536.
-constexpr std::size_t kDlrmRows[] = {40000000, 39060, 17295, 7424,  20265,    3,        7122,
-                                     1543,     63,    40000000, 3067956, 405282, 10,    2209,
-                                     11938,    155,   4,     976,   14,       40000000, 40000000,
-                                     40000000, 590152, 12973, 108,  36};
-constexpr std::size_t kDlrmPool[] = {3,  2, 1, 2, 6, 1, 1, 1,   1,  7,  3, 8, 1,
-                                     6,  9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
+constexpr std::size_t kDlrmRows[] = {
+    40000000, 39060,    17295,    7424,     20265,  3,     7122, 1543, 63,
+    40000000, 3067956,  405282,   10,       2209,   11938, 155,  4,    976,
+    14,       40000000, 40000000, 40000000, 590152, 12973, 108,  36};
+constexpr std::size_t kDlrmPool[] = {3, 2, 1, 2, 6, 1, 1,  1,   1,  7,  3, 8, 1,
+                                     6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
 constexpr std::size_t kDlrmDim = 128;
-constexpr std::size_t kDlrmBatch = 4096;     // of 65536: 1/16
+constexpr std::size_t kDlrmBatch = 4096;       // of 65536: 1/16
 constexpr std::size_t kDlrmMaxRows = 2000000;  // memory: 1 GiB per table at dim 128 (float32)
 constexpr double kDlrmZipf = 1.05;
 
@@ -95,9 +95,9 @@ std::vector<WorkloadCase> workload_cases(const std::string& name, int ranks) {
   if (all || name == "llama-decode") llama_decode(out, ranks);
   if (all || name == "mixtral-moe") mixtral_moe(out, ranks);
   if (out.empty())
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("--workload {} is not one of: dlrm, llama-decode, mixtral-moe, all",
-                            name));
+    throw Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("--workload {} is not one of: dlrm, llama-decode, mixtral-moe, all", name));
   return out;
 }
 
