@@ -30,9 +30,10 @@ struct GemvAllReduceImpl;
 /// protocol). With exact inputs (small integers) all modes agree bitwise; with general floats they
 /// agree to within float rounding of a p-term sum. Every mode computes a row block with the same
 /// kernel (float32: OpenBLAS sgemv for n = 1, sgemm for n > 1; bfloat16: tilecomm's, whose result
-/// does not depend on the ISA path it takes, ops/kernels/gemv.hpp, once per column of X for n > 1,
-/// so W is read n times). With n > 1 in float32, a row's bits may depend on the tile size (sgemm's
-/// edge kernels): modes of one context agree bitwise, contexts with other tiles to float rounding.
+/// does not depend on the ISA path it takes, ops/kernels/gemv.hpp; once per column of X for
+/// n = 2, 3, a batched one that reads W once for n >= 4). With n > 1 in float32, a row's bits may
+/// depend on the tile size (sgemm's edge kernels): modes of one context agree bitwise, contexts
+/// with other tiles to float rounding.
 class GemvAllReduce {
  public:
   GemvAllReduce(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,

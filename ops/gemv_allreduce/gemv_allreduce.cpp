@@ -25,6 +25,11 @@ constexpr OpInfo kInfo{"GemvAllReduce", "gemv_allreduce", {"m", "tile", "batch"}
 /// (FusedAlgorithm::Auto): decode's projections (4-64 KiB per vector) are latency-bound; above it,
 /// two-shot's fewer bytes per rank win.
 constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
+/// bf16 batches of at least this many vectors take the batched kernel (W read once, a broadcast
+/// and an FMA per weight and group of 8 columns); smaller ones the one-vector kernel per column.
+/// One core, 4096 x 2048 (docs/ops.md, "Several vectors per call"): batched 3.3-3.8 ms for any
+/// n <= 8, per column 1.2-1.3 ms x n (n = 4: level; n = 8: 5.2-5.9 ms).
+constexpr std::size_t kBf16BatchedFrom = 4;
 /// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
 /// a 1 Gbit/s link (125 bytes/us) and ~10 us of CPU per Open MPI TCP message.
 constexpr double kOffNodeBytesPerUs = 125.0;
@@ -98,8 +103,8 @@ int GemvAllReduceImpl::owner(std::size_t b) const {
 
 // fp32 rows go to OpenBLAS sgemv (one vector) or sgemm (n vectors: W is read once): tilecomm's
 // fp32 kernel streams W no faster on this machine (docs/ops.md, "GEMV kernel"), so it has not
-// earned its place; bf16 rows go to tilecomm's kernel, one column of X at a time for n > 1 (W is
-// then read n times: a small-n bf16 kernel that reads it once is not written yet).
+// earned its place; bf16 rows go to tilecomm's kernels: the one-vector kernel per column of X
+// for n < kBf16BatchedFrom, the batched one (W read once) from there.
 void GemvAllReduceImpl::gemv_tile(GemvWeights w, const float* x, float* out, std::size_t b) const {
   const std::size_t r = rows(b), first = row0(b) * k;
   const int ri = static_cast<int>(r), ki = static_cast<int>(k), ni = static_cast<int>(n);
@@ -107,6 +112,8 @@ void GemvAllReduceImpl::gemv_tile(GemvWeights w, const float* x, float* out, std
     std::fill(out, out + r * n, 0.0f);
   } else if (w.bf16 && n == 1) {
     kernels::gemv_bf16(w.bf16 + first, r, k, x, out);
+  } else if (w.bf16 && n >= kBf16BatchedFrom) {
+    kernels::gemv_bf16_batch(w.bf16 + first, r, k, n, x, out);
   } else if (w.bf16) {
     thread_local std::vector<float> column, result;  // X's column c, then W X_c
     column.resize(k);

@@ -35,8 +35,8 @@ struct GemvAllReduceImpl {
   std::size_t first_block(int o) const;
   int owner(std::size_t b) const;
   // out[0 .. elems(b)) = W[rows of b] * X ([rows(b) x n] row-major): fp32 by OpenBLAS sgemv
-  // (n = 1) or sgemm (n > 1), bf16 by the dispatched kernel (ops/kernels/gemv.hpp), column by
-  // column for n > 1. Every mode computes each element the same way.
+  // (n = 1) or sgemm (n > 1), bf16 by the dispatched kernels (ops/kernels/gemv.hpp: per column
+  // for n < 4, the batched one from 4). Every mode computes each element the same way.
   void gemv_tile(GemvWeights w, const float* x, float* out, std::size_t b) const;
   void validate(GemvWeights w, const float* x, const float* y) const;
   void run(GemvWeights w, const float* x, float* y, Mode mode);
