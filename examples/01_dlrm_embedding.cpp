@@ -12,7 +12,7 @@
 // values are small integers, so every sum is exact). Exit code 1 on any mismatch.
 //
 //   mpirun -np 2 ./01_dlrm_embedding [--steps 6] [--batch 2048] [--dim 32] [--pool 20]
-//                                    [--zipf 1.05] [--mode all|sequential|shaped|fused]
+//                                    [--zipf 1.05] [--mode all|sequential|shaped|fused|auto]
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--pool", pool, "mean lookups per bag")->check(CLI::PositiveNumber);
   app.add_option("--zipf", zipf_s, "Zipf exponent of the index distribution");
   app.add_option("--seed", seed, "RNG seed");
-  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused");
+  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused | auto");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
                  zipf_s);
     }
 
-    std::vector<double> ms[3];
+    std::vector<double> ms[examples::kModeSlots];
     long long wrong_ref = 0, wrong_modes = 0;
     double interaction_sum = 0, hot_share = 0;
     for (int step = 0; step < steps; ++step) {
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
         my_bags.push_back({bags[g].indices, bags[g].offsets, {}});
 
       // Forward pass in each mode. out is [local_batch x num_tables x dim].
-      std::vector<float> out[3];
+      std::vector<float> out[examples::kModeSlots];
       for (Mode m : examples::in_turn(modes, step)) {
         out[int(m)].assign(out_elems, -777.0f);
         const double t =
@@ -225,6 +225,7 @@ int main(int argc, char** argv) {
       fmt::print("  last step: {:.1f}% of lookups hit the 1% hottest rows of their table\n",
                  100 * hot_share);
       examples::print_times("step", mode_flag, ms);
+      if (mode_flag == "auto") fmt::print("  {}\n", examples::auto_state(op.auto_choice()));
       fmt::print("  interaction checksum (sum of pairwise dots, all steps): {:.0f}\n",
                  interaction_sum);
       fmt::print("  check: sequential vs reference {} wrong, other modes vs sequential {} wrong\n",

@@ -12,9 +12,11 @@
 // largest output (a greedy pick), so the output drives the next step.
 // Checks: sequential equals a plain C++ reference for the first token; shaped and fused equal
 // sequential bitwise at every layer of every token (integer data: every sum is exact).
+// Also timed per token: the layers' AllReduces alone ("allreduce only"), the most that overlapping
+// them with the GEMVs could save; the last line says how much of it fused mode saved.
 //
 //   mpirun -np 2 ./02_tp_decode [--tokens 12] [--hidden 1024] [--ffn 4096] [--blocks 2]
-//                               [--mode all|sequential|shaped|fused]
+//                               [--mode all|sequential|shaped|fused|auto]
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "model width")->check(CLI::PositiveNumber);
   app.add_option("--ffn", ffn, "MLP inner width")->check(CLI::PositiveNumber);
   app.add_option("--blocks", blocks, "MLP blocks (2 layers each)")->check(CLI::Range(1, 64));
-  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused");
+  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused | auto");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -131,16 +133,28 @@ int main(int argc, char** argv) {
           ranks, device.num_cus(), device.wg_slots_per_cu(), layers, blocks, hidden, ffn, hidden,
           tokens, slice_of(hidden, 0, ranks).size, slice_of(ffn, 0, ranks).size);
 
-    std::vector<double> ms[3];
+    // The communication of a token alone: each layer's AllReduce of M floats as the sequential
+    // mode runs it (the canonical order). Fusion can save at most this much per token.
+    std::vector<float> comm_in(std::max(hidden, ffn), 1.0f), comm_out(comm_in.size());
+    auto comm_only = [&] {
+      for (std::size_t l = 0; l < layers; ++l)
+        allreduce(comm, comm_in.data(), comm_out.data(), out_dim(l), DataType::Float32,
+                  ReduceOp::Sum, {"", ReduceOrder::Canonical});
+    };
+    std::vector<double> comm_ms;
+
+    std::vector<double> ms[examples::kModeSlots];
     long long wrong_ref = 0, wrong_modes = 0;
     std::vector<std::size_t> generated;
     std::size_t token = 1;  // the "prompt"
     for (int step = 0; step < tokens; ++step) {
-      std::vector<std::vector<float>> ys[3];
+      std::vector<std::vector<float>> ys[examples::kModeSlots];
       for (Mode m : examples::in_turn(modes, step)) {
         const double t = examples::timed_ms([&] { ys[int(m)] = decode(token, m); });
         if (step > 0) ms[int(m)].push_back(t);  // the first token warms up and is not timed
       }
+      const double t_comm = examples::timed_ms(comm_only);
+      if (step > 0) comm_ms.push_back(t_comm);
       const auto& seq = ys[int(Mode::Sequential)];
       for (Mode m : modes)
         for (std::size_t l = 0; m != Mode::Sequential && l < layers; ++l)
@@ -172,6 +186,22 @@ int main(int argc, char** argv) {
     if (me == 0) {
       fmt::print("  generated tokens: {}\n", fmt::join(generated, " "));
       examples::print_times("token", mode_flag, ms);
+      if (mode_flag == "auto")
+        fmt::print("  up-projections: {}; down-projections: {}\n",
+                   examples::auto_state(up.auto_choice()),
+                   examples::auto_state(down.auto_choice()));
+      const examples::Spread c = examples::spread(comm_ms);
+      fmt::print(
+          "  allreduce only   median {:8.3f} ms [{:.3f}, {:.3f}]  (the token's communication)\n",
+          c.median, c.min, c.max);
+      const double seq = examples::median(ms[int(Mode::Sequential)]);
+      if (c.median < 0.05 * seq)
+        fmt::print("  communication is {:.1f} % of a sequential token: too little to recover\n",
+                   100.0 * c.median / seq);
+      else if (!ms[int(Mode::Fused)].empty())
+        fmt::print("  fused saves {:.3f} ms per token = {:.0f} % of the communication (medians)\n",
+                   seq - examples::median(ms[int(Mode::Fused)]),
+                   100.0 * (seq - examples::median(ms[int(Mode::Fused)])) / c.median);
       fmt::print(
           "  check: sequential vs reference (token 0) {} wrong, other modes vs sequential "
           "{} wrong\n",

@@ -15,7 +15,8 @@
 // every sum is exact). Exit code 1 on any mismatch.
 //
 //   mpirun -np 2 ./03_moe_layer [--steps 6] [--tokens 256] [--k-dim 128] [--n-dim 128]
-//                               [--experts 2] [--skew 1.2] [--mode all|sequential|shaped|fused]
+//                               [--experts 2] [--skew 1.2] [--mode
+//                               all|sequential|shaped|fused|auto]
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("--experts", experts, "experts per rank")->check(CLI::Range(1, 64));
   app.add_option("--skew", skew, "Zipf exponent of the gate (0: uniform)");
   app.add_option("--seed", seed, "RNG seed");
-  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused");
+  app.add_option("--mode", mode_flag, "all | sequential | shaped | fused | auto");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -128,8 +129,9 @@ int main(int argc, char** argv) {
 
     long long wrong_ref = 0, wrong_modes = 0;
     for (std::size_t k : {1, 2}) {
-      std::vector<double> ms[3], op_ms[3];  // whole layer; GemmAllToAll::run alone
-      std::vector<long long> load(G, 0);    // rows each expert received over the run (report)
+      std::vector<double> ms[examples::kModeSlots],
+          op_ms[examples::kModeSlots];    // whole layer; GemmAllToAll::run alone
+      std::vector<long long> load(G, 0);  // rows each expert received over the run (report)
       for (int step = 0; step < steps; ++step) {
         // 1. Gate. Token features and routing are seeded per (seed, k, step, rank).
         std::mt19937_64 rng(seed * 1000003u + k * 10007u + std::uint64_t(step) * 101u + me);
@@ -199,7 +201,7 @@ int main(int argc, char** argv) {
               y[(i / k) * ndim + n] += r.gate[i] * back[row_of[i] * ndim + n];
         };
 
-        std::vector<float> y[3];
+        std::vector<float> y[examples::kModeSlots];
         for (Mode m : examples::in_turn(modes, step)) {
           const double t = examples::timed_ms([&] { layer(m, y[int(m)]); });
           MPI_Allreduce(MPI_IN_PLACE, &op_ms_now, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -240,6 +242,7 @@ int main(int argc, char** argv) {
                    double(*std::max_element(load.begin(), load.end())) / mean);
         examples::print_times("layer  ", mode_flag, ms);
         examples::print_times("experts", mode_flag, op_ms);
+        if (mode_flag == "auto") fmt::print("  {}\n", examples::auto_state(op.auto_choice()));
       }
     }
 

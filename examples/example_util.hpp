@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,11 @@
 
 namespace examples {
 
-/// The modes an example runs for `--mode NAME` ("all" or one mode). Sequential always comes first:
+/// Slots of per-mode arrays, indexed by int(Mode): sequential, shaped, fused, auto.
+inline constexpr int kModeSlots = 4;
+
+/// The modes an example runs for `--mode NAME` ("all": sequential, shaped and fused; or one mode,
+/// "auto" included). Sequential always comes first:
 /// it is the reference every other mode is compared with, so it runs even when not asked for.
 inline std::vector<tilecomm::Mode> modes_to_run(const std::string& flag) {
   using tilecomm::Mode;
@@ -33,7 +38,13 @@ inline std::vector<tilecomm::Mode> in_turn(std::vector<tilecomm::Mode> modes, in
 
 /// True when `m` was asked for (so it appears in the report).
 inline bool reported(const std::string& flag, tilecomm::Mode m) {
-  return flag == "all" || tilecomm::parse_mode(flag) == m;
+  return flag == "all" ? m != tilecomm::Mode::Auto : tilecomm::parse_mode(flag) == m;
+}
+
+/// "auto settled on <mode>" or "auto still trying modes", for an op's Mode::Auto state.
+inline std::string auto_state(std::optional<tilecomm::Mode> choice) {
+  return choice ? fmt::format("auto settled on {}", tilecomm::to_string(*choice))
+                : std::string("auto still trying modes (more calls needed)");
 }
 
 /// Wall time of fn() in milliseconds as seen by the slowest rank: all ranks start together (a
@@ -83,10 +94,10 @@ inline Spread spread(const std::vector<double>& v) {
 /// [min, max] of the per-sample ratios (sample i of every mode comes from the same step, so each
 /// ratio compares runs taken side by side). Call on rank 0.
 inline void print_times(const std::string& what, const std::string& mode_flag,
-                        const std::vector<double> (&ms)[3]) {
+                        const std::vector<double> (&ms)[kModeSlots]) {
   using tilecomm::Mode;
   const std::vector<double>& seq = ms[0];
-  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused}) {
+  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto}) {
     if (m != Mode::Sequential && !reported(mode_flag, m)) continue;  // the reference: always
     const std::vector<double>& t = ms[static_cast<int>(m)];
     std::vector<double> ratios;

@@ -29,6 +29,11 @@ int online_cpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+// The CUs a stream's kernels may use: its mask's, or the whole device's.
+std::size_t cus_of(const StreamState& s) {
+  return s.cu_mask.empty() ? static_cast<std::size_t>(s.dev->num_cus) : s.cu_mask.size();
+}
+
 }  // namespace
 
 int default_cus(int mask_cores, int online, int node_ranks) {
@@ -141,6 +146,13 @@ int Stream::priority() const {
 int Stream::id() const {
   return state_->id;
 }
+std::vector<int> Stream::cu_mask() const {
+  if (!state_->cu_mask.empty()) return state_->cu_mask;
+  std::vector<int> all(static_cast<std::size_t>(state_->dev->num_cus));
+  for (std::size_t c = 0; c < all.size(); ++c)
+    all[c] = static_cast<int>(c);
+  return all;
+}
 
 void Stream::launch(const LaunchParams& params, KernelFn fn) {
   detail::DeviceImpl& dev = *state_->dev;
@@ -177,8 +189,7 @@ void Stream::launch_persistent(const PersistentParams& params, std::vector<std::
                                TaskFn fn) {
   if (!fn)
     throw Error(ErrorCode::InvalidArgument, fmt::format("launch '{}': fn is empty", params.name));
-  std::size_t nwg =
-      params.num_wgs ? params.num_wgs : static_cast<std::size_t>(state_->dev->num_cus);
+  const std::size_t nwg = params.num_wgs ? params.num_wgs : detail::cus_of(*state_);
   struct Shared {
     std::vector<std::size_t> tasks;
     std::atomic<std::size_t> next{0};
@@ -258,9 +269,26 @@ Tracer& Device::tracer() {
 }
 
 Stream Device::create_stream(int priority) {
+  return create_stream(priority, {});
+}
+
+Stream Device::create_stream(int priority, std::span<const int> cu_mask) {
   auto s = std::make_shared<detail::StreamState>();
   s->dev = impl_.get();
   s->priority = priority;
+  if (!cu_mask.empty()) {
+    const int n = impl_->num_cus;
+    s->allowed.assign(static_cast<std::size_t>(n), 0);
+    for (int c : cu_mask) {
+      if (c < 0 || c >= n)
+        throw Error(
+            ErrorCode::InvalidArgument,
+            fmt::format("create_stream: cu_mask names CU {} (the device has CUs 0..{})", c, n - 1));
+      s->allowed[static_cast<std::size_t>(c)] = 1;
+    }
+    for (int c = 0; c < n; ++c)
+      if (s->allowed[static_cast<std::size_t>(c)]) s->cu_mask.push_back(c);
+  }
   std::lock_guard lock(impl_->mu);
   s->id = static_cast<int>(impl_->streams.size());
   impl_->streams.push_back(s);

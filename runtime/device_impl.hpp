@@ -49,6 +49,9 @@ struct StreamState {
   DeviceImpl* dev = nullptr;
   int id = 0;
   int priority = 0;
+  std::vector<int> cu_mask;   // the CUs this stream's kernels may use, ascending; all of them
+  std::vector<char> allowed;  // when the stream has no mask; allowed[c]: CU c is in the mask
+  bool allows(int cu) const { return allowed.empty() || allowed[cu]; }
   std::deque<Command> queue;             // guarded by DeviceImpl::mu
   std::atomic<std::uint64_t> issued{0};  // commands enqueued
   std::atomic<std::uint64_t> finished{0};

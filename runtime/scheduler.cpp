@@ -72,13 +72,14 @@ void DeviceImpl::schedule(Worker* self, std::vector<Worker*>& wake) {
 
   for (KernelState* k : ready) {
     while (k->next < k->total) {
-      // The CU with an idle slot where the LDS fits and the fewest resident WGs (spreads work);
+      // The CU of the stream's mask with an idle slot where the LDS fits and the fewest resident
+      // WGs (spreads work);
       // ties go to the caller's own CU (no wake-up needed), then the lowest index.
       int best = -1;
       std::size_t best_off = 0;
       for (int c = 0; c < num_cus; ++c) {
         ComputeUnit& cu = cus[c];
-        if (cu.resident >= slots) continue;
+        if (cu.resident >= slots || !k->stream->allows(c)) continue;
         std::size_t off = find_lds(cu, k->lds);
         if (off == kNoFit) continue;
         bool better = best < 0 || cu.resident < cus[best].resident ||

@@ -26,7 +26,7 @@ PROGRAMS = {
     "03": ("03_moe_layer", ["--steps", "11"]),
 }
 LINE = re.compile(
-    r"^\s+(sequential|shaped|fused)\s+(.*?)\s*median\s+([\d.]+) ms \[([\d.]+), ([\d.]+)\]\s+"
+    r"^\s+(sequential|shaped|fused|auto)\s+(.*?)\s*median\s+([\d.]+) ms \[([\d.]+), ([\d.]+)\]\s+"
     r"\(x([\d.]+) \[([\d.]+), ([\d.]+)\]"
 )
 SECTION = re.compile(r"^\s*(top-\d+):")

@@ -90,6 +90,10 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   std::vector<Mode> modes;
   for (const auto& m : o.modes)
     modes.push_back(parse_mode(m));
+  if (std::find(modes.begin(), modes.end(), Mode::Auto) != modes.end())
+    throw Error(ErrorCode::InvalidArgument,
+                "--modes auto: fused_perf times the fixed modes side by side (auto picks one of "
+                "them after its first calls)");
   std::vector<double> tc, tm, tcc, tmc, tmode[3];
   // Variants take turns going first, so none always pays for waking an idle device.
   const int variants = 2 + static_cast<int>(modes.size());

@@ -8,7 +8,7 @@
 ///  - commands on one stream run in issue order; a kernel starts after the previous command ends;
 ///  - commands on different streams run concurrently and share CUs;
 ///  - when a WG slot frees, it goes to the highest-priority stream whose next WG fits the CU's free
-///    LDS (equal priorities: the kernel launched first);
+///    LDS and whose CU mask includes the CU (equal priorities: the kernel launched first);
 ///  - an exception thrown by a WG cancels that kernel's undispatched WGs; the first one is rethrown
 ///    by the next host-side wait (synchronize()) and the device stays usable.
 
@@ -67,7 +67,7 @@ struct LaunchParams {
 /// Launch parameters of a persistent kernel.
 struct PersistentParams {
   std::string name = "persistent";
-  std::size_t num_wgs = 0;    ///< 0: one WG per CU
+  std::size_t num_wgs = 0;    ///< 0: one WG per CU the stream may use (see Stream::cu_mask)
   std::size_t lds_bytes = 0;  ///< LDS per WG
 };
 
@@ -97,6 +97,8 @@ class Stream {
 
   int priority() const;
   int id() const;
+  /// The CUs this stream's kernels may run on, ascending (every CU unless created with a mask).
+  std::vector<int> cu_mask() const;
 
   /// Enqueues `grid.x * grid.y` calls of `fn`, one per WG. Throws Error(InvalidArgument) naming the
   /// parameter for an empty or overflowing grid, an LDS request above the CU capacity, or no fn.
@@ -155,6 +157,13 @@ class Device {
   Stream& default_stream();
   /// A new stream with `priority` (larger runs first).
   Stream create_stream(int priority = Stream::kNormal);
+  /// A new stream whose kernels run only on the CUs listed in `cu_mask` (HIP's
+  /// hipExtStreamCreateWithCUMask): its WGs wait for a slot on those CUs even when others are
+  /// idle, so a pair of streams with disjoint masks partitions the device (a dedicated
+  /// communication core). Priorities still order streams competing for one CU. An empty mask means
+  /// every CU; a CU outside 0..num_cus()-1 raises Error(InvalidArgument) naming it. Duplicates
+  /// are ignored.
+  Stream create_stream(int priority, std::span<const int> cu_mask);
   /// Blocks until every stream is idle; rethrows the first WG error.
   void synchronize();
 

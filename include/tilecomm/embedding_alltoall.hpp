@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -65,6 +66,8 @@ class EmbeddingAllToAll {
   std::size_t num_tables() const;   ///< tables in the job
   std::size_t first_table() const;  ///< global index of this rank's first table
   std::size_t local_batch() const;  ///< bags in this rank's slice
+  /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
+  std::optional<Mode> auto_choice() const;
   std::size_t batch_begin() const;  ///< first global bag of this rank's slice
   std::size_t dim() const;
   std::size_t tile_bags() const;  ///< bags per tile

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "tilecomm/communicator.hpp"
@@ -75,6 +76,8 @@ class GemmAllToAll {
   std::size_t first_expert() const;  ///< global id of this rank's first expert
   std::size_t local_experts() const;
   std::size_t tile_rows() const;
+  /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
+  std::optional<Mode> auto_choice() const;
   std::size_t tile_cols() const;
 
  private:

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/device.hpp"
@@ -47,6 +48,8 @@ class GemmReduceScatter {
   std::size_t row_begin() const;
   /// Rows per tile of the compute and fused kernels.
   std::size_t tile_rows() const;
+  /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
+  std::optional<Mode> auto_choice() const;
 
  private:
   friend struct detail::BenchAccess;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/device.hpp"
@@ -64,6 +65,8 @@ class GemvAllReduce {
   std::size_t batch() const;
   /// Rows per tile (row block) of the fused and compute kernels.
   std::size_t tile_rows() const;
+  /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
+  std::optional<Mode> auto_choice() const;
   /// The fused protocol this context runs: OneShot or TwoShot (Auto resolved at creation).
   FusedAlgorithm fused_algorithm() const;
 

@@ -23,10 +23,18 @@ namespace detail {
 struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 }
 
-enum class Mode { Sequential, Shaped, Fused };
+/// Auto: the context's first calls try sequential, shaped and fused in turn (one warm-up round,
+/// then OpOptions::auto_rounds measured rounds); then every rank settles on the same mode for good:
+/// the one with the lowest median of the slowest rank's call time, where a mode other than
+/// sequential must beat sequential by 2 % (noise margin). Settling costs one small AllReduce, once.
+/// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
+/// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
+/// calls with an explicit mode in between are neither timed nor counted.
+enum class Mode { Sequential, Shaped, Fused, Auto };
 
 std::string_view to_string(Mode mode) noexcept;
-/// "sequential", "shaped" or "fused"; anything else raises Error(InvalidArgument) listing them.
+/// "sequential", "shaped", "fused" or "auto"; anything else raises Error(InvalidArgument) listing
+/// them.
 Mode parse_mode(std::string_view name);
 
 /// How a fused reduction moves partial results (GemvAllReduce):
@@ -43,12 +51,34 @@ std::string_view to_string(FusedAlgorithm algorithm) noexcept;
 /// The inverse of to_string; anything else raises Error(InvalidArgument) listing the names.
 FusedAlgorithm parse_fused_algorithm(std::string_view name);
 
-/// Knobs of the shaped mode.
+/// How the shaped mode leaves room for its communication kernels:
+///  - Lds (Cui & Pericas): each compute kernel asks for enough LDS that `free_cus` CUs' worth of
+///    WG slots stay free; compute and communication share every CU.
+///  - CuMask: whole CUs, a dedicated communication core: the compute kernels run on a stream
+///    masked to CUs free_cus..num_cus-1, the communication kernels on one masked to CUs
+///    0..free_cus-1 (Device::create_stream with a CU mask, as HIP's CU-masked streams). Needs
+///    1 <= free_cus < the device's CUs, else the operator's constructor raises
+///    Error(InvalidArgument).
+///  - NonBlocking: nothing is reserved (free_cus is ignored), the chunked non-blocking pattern of
+///    frameworks: every chunk's compute kernel runs on every CU; as each chunk's compute finishes
+///    the host posts its collective to a progress thread (tilecomm's own i* collectives run the
+///    same way), which runs them in chunk order while later chunks compute.
+enum class ShapedPolicy { Lds, CuMask, NonBlocking };
+
+/// "lds", "cu_mask" or "nonblocking".
+std::string_view to_string(ShapedPolicy policy) noexcept;
+/// The inverse of to_string; anything else raises Error(InvalidArgument) listing the names.
+ShapedPolicy parse_shaped_policy(std::string_view name);
+
+/// Knobs of the shaped mode. They may differ between ranks (results do not depend on them) except
+/// `chunks`, which must be equal.
 struct ShapedOptions {
-  /// CUs' worth of WG slots the compute kernels leave free for the communication kernel.
+  /// CUs' worth of WG slots (Lds) or whole CUs (CuMask) left to the communication kernels;
+  /// ignored by NonBlocking.
   int free_cus = 1;
   /// Chunks the work is split into (each: one compute kernel, then one communication kernel).
   int chunks = 4;
+  ShapedPolicy policy = ShapedPolicy::Lds;
 };
 
 /// Options shared by the operators (fixed when the Context is created).
@@ -64,6 +94,9 @@ struct OpOptions {
   /// only Auto). Auto picks OneShot for small outputs (latency-bound calls such as decode), TwoShot
   /// above; see the operator's header. Must be equal on every rank.
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
+  /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1. Must be equal
+  /// on every rank.
+  int auto_rounds = 2;
 };
 
 }  // namespace tilecomm

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
+#include <mutex>
 
 #include "collectives/verify.hpp"
 #include "ops/common/op_util.hpp"
+#include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::detail {
@@ -18,8 +21,11 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       device(d),
       options(std::move(opts)),
       info(op),
-      verify_kind_(register_call_kind(op.name, op.shape)) {
+      verify_kind_(register_call_kind(op.name, op.shape)),
+      auto_(options.auto_rounds) {
   comm.refuse_if_failed(info.name);
+  if (options.auto_rounds < 1)
+    invalid(fmt::format("auto_rounds = {} (must be >= 1)", options.auto_rounds));
   if (options.shaped.chunks < 1)
     invalid(fmt::format("shaped.chunks = {} (must be >= 1)", options.shaped.chunks));
   if (!info.fused_algorithms && options.fused_algorithm != FusedAlgorithm::Auto)
@@ -28,6 +34,21 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
   blas_single_threaded();
   compute_stream = device.create_stream(Stream::kNormal);
   comm_stream = device.create_stream(Stream::kHigh);
+  shaped_compute = compute_stream;
+  shaped_comm = comm_stream;
+  if (options.shaped.policy == ShapedPolicy::CuMask) {
+    const int free = options.shaped.free_cus, cus = device.num_cus();
+    if (free < 1 || free >= cus)
+      invalid(
+          fmt::format("shaped.free_cus = {} with policy cu_mask (must be 1..{}: the device has "
+                      "{} CUs and compute needs at least one)",
+                      free, cus - 1, cus));
+    std::vector<int> comm_cus, compute_cus;
+    for (int c = 0; c < cus; ++c)
+      (c < free ? comm_cus : compute_cus).push_back(c);
+    shaped_compute = device.create_stream(Stream::kNormal, compute_cus);
+    shaped_comm = device.create_stream(Stream::kHigh, comm_cus);
+  }
 }
 
 OpContext::~OpContext() {
@@ -154,21 +175,78 @@ void OpContext::run_compute(std::size_t tiles,
   compute_stream.synchronize();
 }
 
+void OpContext::settle_auto() {
+  std::vector<double>& t = auto_.samples();
+  allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
+  auto_.settle(choose_auto_mode(t));
+}
+
+void OpContext::run_nonblocking(const ShapedChunks& plan) {
+  // What a framework does with non-blocking collectives: every chunk's compute kernel is queued
+  // at once on every CU (no shaping); the host waits for each chunk's event in turn and posts its
+  // collective to a progress thread, which runs them in order while later chunks compute.
+  const std::string compute_name = kernel_name("compute.chunk");
+  std::vector<Event> computed(plan.chunks);
+  for (std::size_t c = 0; c < plan.chunks; ++c) {
+    if (const std::size_t tiles = plan.tiles(c); tiles > 0)
+      compute_stream.launch({compute_name, {tiles, 1}, 0},
+                            [&plan, c](const WorkgroupContext& wg) { plan.compute(c, wg.id); });
+    computed[c] = compute_stream.record();
+  }
+  if (!host_progress_) host_progress_ = std::make_unique<ProgressQueue>();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t posted = 0, finished = 0;
+  std::exception_ptr first_error;
+  auto wait_posted = [&] {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return finished == posted; });
+  };
+  try {
+    for (std::size_t c = 0; c < plan.chunks; ++c) {
+      computed[c].synchronize();
+      {
+        std::lock_guard lock(mu);
+        if (first_error) break;  // a collective failed: post no more
+        ++posted;
+      }
+      host_progress_->run_async([&plan, c] { plan.communicate(c); },
+                                [&](std::exception_ptr e) {
+                                  std::lock_guard lock(mu);
+                                  if (e && !first_error) first_error = e;
+                                  ++finished;
+                                  cv.notify_all();
+                                });
+    }
+  } catch (...) {
+    wait_posted();  // the posted collectives use this frame's state
+    compute_stream.synchronize();
+    throw;
+  }
+  wait_posted();
+  compute_stream.synchronize();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
 void OpContext::run_shaped(const ShapedChunks& plan) {
-  const std::size_t lds = shaped_lds_bytes(device, options.shaped.free_cus);
+  if (options.shaped.policy == ShapedPolicy::NonBlocking) return run_nonblocking(plan);
+  // Lds: compute kernels shaped by LDS on every CU. CuMask: no LDS, the masks keep them apart.
+  const std::size_t lds = options.shaped.policy == ShapedPolicy::Lds
+                              ? shaped_lds_bytes(device, options.shaped.free_cus)
+                              : 0;
   const std::string compute_name = kernel_name("compute.chunk");
   const std::string comm_name = kernel_name("collective.chunk");
   for (std::size_t c = 0; c < plan.chunks; ++c) {
     // A chunk with nothing to compute on this rank still takes part in the chunk's collective.
     if (const std::size_t tiles = plan.tiles(c); tiles > 0)
-      compute_stream.launch({compute_name, {tiles, 1}, lds},
+      shaped_compute.launch({compute_name, {tiles, 1}, lds},
                             [&plan, c](const WorkgroupContext& wg) { plan.compute(c, wg.id); });
-    comm_stream.wait(compute_stream.record());
-    comm_stream.launch({comm_name, {1, 1}, 0},
+    shaped_comm.wait(shaped_compute.record());
+    shaped_comm.launch({comm_name, {1, 1}, 0},
                        [&plan, c](const WorkgroupContext&) { plan.communicate(c); });
   }
-  compute_stream.synchronize();
-  comm_stream.synchronize();
+  shaped_compute.synchronize();
+  shaped_comm.synchronize();
 }
 
 }  // namespace tilecomm::detail

@@ -7,12 +7,14 @@
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -20,6 +22,8 @@
 #include <vector>
 
 #include "collectives/comm_impl.hpp"
+#include "collectives/progress_queue.hpp"
+#include "ops/common/auto_mode.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
 #include "runtime/flags.hpp"
@@ -69,6 +73,9 @@ class OpContext {
   const OpOptions options;
   const OpInfo info;
   Stream compute_stream, comm_stream;
+  /// The shaped mode's streams: compute_stream/comm_stream (Lds policy), or a pair with disjoint
+  /// CU masks (CuMask policy).
+  Stream shaped_compute, shaped_comm;
   /// Private duplicate of the communicator: the fused kernel's tags and per-call exchanges.
   MPI_Comm mpi = MPI_COMM_NULL;
 
@@ -122,10 +129,14 @@ class OpContext {
   // ---- a call ----
   /// A call: verify mode's hook (the call's shape and mode across ranks), then `validate` (may
   /// return false: nothing to do on any rank), then the mode's own path.
+  /// Mode::Auto is resolved here (auto_mode.hpp): the call runs its trial mode, timed, or the
+  /// settled one.
   template <class Validate, class Sequential, class Shaped, class Fused>
   void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
                 Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
     refuse_if_failed();
+    const bool trial = mode == Mode::Auto && !auto_.choice();
+    if (mode == Mode::Auto) mode = auto_.next();
     tiles_moving_ = false;
     try {
       verify(mode, shape);
@@ -134,18 +145,30 @@ class OpContext {
       } else {
         validate();
       }
-      if (mode == Mode::Sequential) return sequential();
-      if (mode == Mode::Shaped) return shaped();
-      if (mode == Mode::Fused) return fused();
-      invalid("run: mode = " + std::to_string(static_cast<int>(mode)));
+      const auto t0 = std::chrono::steady_clock::now();
+      if (mode == Mode::Sequential) {
+        sequential();
+      } else if (mode == Mode::Shaped) {
+        shaped();
+      } else if (mode == Mode::Fused) {
+        fused();
+      } else {
+        invalid("run: mode = " + std::to_string(static_cast<int>(mode)));
+      }
+      if (trial &&
+          auto_.record(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
+        settle_auto();
     } catch (...) {
       note_failure(std::current_exception());
       throw;
     }
   }
+  /// Mode::Auto's settled mode; empty while it is still trying modes.
+  std::optional<Mode> auto_choice() const { return auto_.choice(); }
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
-  /// Runs the shaped mode's chunk loop and waits for both streams.
+  /// Runs the shaped mode's chunk loop as ShapedOptions::policy says and waits for all of it.
   void run_shaped(const ShapedChunks& plan);
   /// Called by a fused call before its first tile moves: from then on any error of the call (even
   /// an InvalidArgument or a Mismatch one rank finds in a peer's header) leaves peers out of step,
@@ -158,12 +181,21 @@ class OpContext {
   // leaves peers out of step and MPI requests behind: the context is marked failed and every later
   // call raises Error(InvalidUsage) saying why, as NCCL does after a communicator abort.
   void note_failure(std::exception_ptr error);
+  // Collective: the slowest rank's time of every Auto trial call, then the choice.
+  void settle_auto();
+  AutoMode auto_;
+  // The NonBlocking policy's chunk loop: compute on every CU, each chunk's collective handed to
+  // host_progress_ once its compute is done.
+  void run_nonblocking(const ShapedChunks& plan);
   void refuse_if_failed() const;
   std::string failure_;
   bool tiles_moving_ = false;  // this call's tiles may have moved (tiles_moving())
 
   std::unique_ptr<SymmetricBuffer> segment_;
   std::unique_ptr<Proxy> proxy_;
+  // The NonBlocking policy's progress thread (started on first use). Not the communicator's: a
+  // chunk's collective is itself a blocking call that goes through the communicator's queue.
+  std::unique_ptr<ProgressQueue> host_progress_;
   std::vector<float> staging_;
   std::map<std::tuple<std::size_t, std::size_t, std::size_t>, MPI_Datatype> block_types_;
   std::uint32_t epoch_ = 0;

@@ -19,6 +19,8 @@ std::string_view to_string(Mode mode) noexcept {
       return "shaped";
     case Mode::Fused:
       return "fused";
+    case Mode::Auto:
+      return "auto";
   }
   return "?";
 }
@@ -42,11 +44,30 @@ FusedAlgorithm parse_fused_algorithm(std::string_view name) {
               fmt::format("fused_algorithm '{}' is not one of: auto, one_shot, two_shot", name));
 }
 
+std::string_view to_string(ShapedPolicy policy) noexcept {
+  switch (policy) {
+    case ShapedPolicy::Lds:
+      return "lds";
+    case ShapedPolicy::CuMask:
+      return "cu_mask";
+    case ShapedPolicy::NonBlocking:
+      return "nonblocking";
+  }
+  return "?";
+}
+
+ShapedPolicy parse_shaped_policy(std::string_view name) {
+  for (ShapedPolicy p : {ShapedPolicy::Lds, ShapedPolicy::CuMask, ShapedPolicy::NonBlocking})
+    if (name == to_string(p)) return p;
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("shaped policy '{}' is not one of: lds, cu_mask, nonblocking", name));
+}
+
 Mode parse_mode(std::string_view name) {
-  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused})
+  for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto})
     if (name == to_string(m)) return m;
   throw Error(ErrorCode::InvalidArgument,
-              fmt::format("mode '{}' is not one of: sequential, shaped, fused", name));
+              fmt::format("mode '{}' is not one of: sequential, shaped, fused, auto", name));
 }
 
 namespace detail {

@@ -72,9 +72,9 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
         fmt::format("tile = {} bags x dim = {} is {} floats, more than one MPI message "
                     "holds ({}); use a smaller tile",
                     tile, dim, std::min(tile, most_bags) * dim, INT_MAX));
-  ctx.agree({"dim", "global_batch", "pooling", "shaped.chunks"},
+  ctx.agree({"dim", "global_batch", "pooling", "shaped.chunks", "auto_rounds"},
             {static_cast<long long>(dim), static_cast<long long>(batch),
-             static_cast<long long>(pooling), ctx.options.shaped.chunks});
+             static_cast<long long>(pooling), ctx.options.shaped.chunks, ctx.options.auto_rounds});
   send_offset.assign(p + 1, 0);
   recv_offset.assign(p + 1, 0);
   for (int q = 0; q < p; ++q) {
@@ -286,6 +286,9 @@ std::size_t EmbeddingAllToAll::num_tables() const {
 }
 std::size_t EmbeddingAllToAll::first_table() const {
   return impl_->first_table[impl_->topo.rank];
+}
+std::optional<Mode> EmbeddingAllToAll::auto_choice() const {
+  return impl_->ctx.auto_choice();
 }
 std::size_t EmbeddingAllToAll::local_batch() const {
   return impl_->local_batch(impl_->topo.rank);

@@ -41,9 +41,10 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   tile_rows = ctx.options.tile ? ctx.options.tile : 32;
   tile_cols = std::min<std::size_t>(n, 256);
   col_blocks = (n + tile_cols - 1) / tile_cols;
-  ctx.agree({"k", "n", "tile rows", "shaped.chunks"},
-            {static_cast<long long>(k), static_cast<long long>(n),
-             static_cast<long long>(tile_rows), ctx.options.shaped.chunks});
+  ctx.agree(
+      {"k", "n", "tile rows", "shaped.chunks", "auto_rounds"},
+      {static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(tile_rows),
+       ctx.options.shaped.chunks, ctx.options.auto_rounds});
   // Per rank: experts, max_rows_in, max_rows_out.
   std::vector<long long> all(3 * p);
   const long long mine[3] = {static_cast<long long>(local_experts), static_cast<long long>(max_in),
@@ -195,6 +196,9 @@ std::size_t GemmAllToAll::first_expert() const {
 }
 std::size_t GemmAllToAll::local_experts() const {
   return impl_->local_experts;
+}
+std::optional<Mode> GemmAllToAll::auto_choice() const {
+  return impl_->ctx.auto_choice();
 }
 std::size_t GemmAllToAll::tile_rows() const {
   return impl_->tile_rows;

@@ -32,8 +32,9 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   // Default tile: about 4 tiles per WG slot over the M rows this rank computes, 8..256 rows.
   const std::size_t target = 4 * ctx.wg_slots();
   tile = ctx.options.tile ? ctx.options.tile : std::clamp<std::size_t>(m / target, 8, 256);
-  ctx.agree({"m", "n", "shaped.chunks"},
-            {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks});
+  ctx.agree({"m", "n", "shaped.chunks", "auto_rounds"},
+            {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
+             ctx.options.auto_rounds});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (rows_local + tile - 1) / tile;
   partial.resize(m * n);
@@ -161,6 +162,9 @@ std::size_t GemmReduceScatter::rows_local() const {
 }
 std::size_t GemmReduceScatter::row_begin() const {
   return impl_->topo.rank * impl_->rows_local;
+}
+std::optional<Mode> GemmReduceScatter::auto_choice() const {
+  return impl_->ctx.auto_choice();
 }
 std::size_t GemmReduceScatter::tile_rows() const {
   return impl_->tile;

@@ -77,9 +77,9 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
          : algorithm == FusedAlgorithm::OneShot
              ? one_shot_tile(m, payload, compute_wgs, ctx.spans_nodes())
              : std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
-  ctx.agree({"m", "batch", "shaped.chunks", "fused_algorithm"},
+  ctx.agree({"m", "batch", "shaped.chunks", "fused_algorithm", "auto_rounds"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
-             static_cast<long long>(ctx.options.fused_algorithm)});
+             static_cast<long long>(ctx.options.fused_algorithm), ctx.options.auto_rounds});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (m + tile - 1) / tile;
   // Fused tags across nodes: a block (partial) and blocks + block (reduced).
@@ -244,6 +244,9 @@ std::size_t GemvAllReduce::k_local() const {
 }
 std::size_t GemvAllReduce::batch() const {
   return impl_->n;
+}
+std::optional<Mode> GemvAllReduce::auto_choice() const {
+  return impl_->ctx.auto_choice();
 }
 std::size_t GemvAllReduce::tile_rows() const {
   return impl_->tile;

@@ -179,6 +179,28 @@ def test_barrier_and_outstanding_requests_out_of_order(groups):
         assert torch.equal(x, w)
 
 
+def test_work_futures_complete_on_their_own(groups):
+    """get_future(): completes without wait(), with the outputs; then() callbacks see them; a
+    future taken after completion is done at once; futures of several outstanding calls may
+    complete in any order while the caller posts more work (the DDP comm-hook pattern)."""
+    p = dist.get_world_size()
+    xs = [torch.full((1000 * (i + 1),), float(dist.get_rank() + i)) for i in range(3)]
+    works = [dist.all_reduce(x, async_op=True) for x in xs]
+    futs = [w.get_future() for w in works]
+    doubled = futs[1].then(lambda f: f.value()[0] * 2)
+    y = torch.ones(77)
+    dist.all_reduce(y)  # more work posted while the futures' threads wait
+    assert torch.equal(y, torch.full((77,), float(p)))
+    for i in (2, 0, 1):
+        (out,) = futs[i].wait()
+        assert out is xs[i]
+        assert torch.equal(out, torch.full_like(out, float(sum(r + i for r in range(p)))))
+        assert works[i].is_completed() and works[i].is_success()
+    assert torch.equal(doubled.wait(), 2 * xs[1])
+    late = works[0].get_future()
+    assert late.done() and late.wait()[0] is xs[0]
+
+
 def test_subgroup_of_even_ranks(groups):
     p, r = dist.get_world_size(), dist.get_rank()
     ranks = list(range(0, p, 2))

@@ -4,10 +4,12 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstddef>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "moe_reference.hpp"
 #include "tilecomm/tilecomm.hpp"
 
 namespace tilecomm::test {

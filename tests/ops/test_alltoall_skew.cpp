@@ -52,28 +52,19 @@ std::size_t gemm_experts_of(int r) {
 // (source, owner) in some calls. Every output must equal the reference exactly.
 void gemm_skewed_calls(Communicator& comm, Device& dev, int calls) {
   const int p = comm.size(), me = comm.rank();
-  std::vector<std::size_t> first(p + 1, 0);
+  const MoeExperts ex(p, gemm_experts_of);
   std::vector<int> owner;
-  for (int r = 0; r < p; ++r) {
-    first[r + 1] = first[r] + gemm_experts_of(r);
-    for (std::size_t e = 0; e < gemm_experts_of(r); ++e)
-      owner.push_back(r);
-  }
-  const std::size_t G = first[p], k = 5, n = 12;
+  for (int r = 0; r < p; ++r)
+    owner.insert(owner.end(), ex.local(r), r);
+  const std::size_t k = 5, n = 12;
   OpOptions opt;
   opt.tile = 4;  // several row tiles per block
   GemmAllToAll op(comm, dev, gemm_experts_of(me), k, n, 40 * p, 40 * p, opt);
   auto W = [](std::size_t g, std::size_t i, std::size_t j) {
     return small_int(g * 5 + i * 3 + j * 11);
   };
-  std::vector<std::vector<float>> w(gemm_experts_of(me), std::vector<float>(k * n));
-  std::vector<const float*> wp;
-  for (std::size_t e = 0; e < w.size(); ++e) {
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        w[e][i * n + j] = W(first[me] + e, i, j);
-    wp.push_back(w[e].data());
-  }
+  const auto w = ex.weights(me, k, n, W);
+  const auto wp = pointers(w);
   Straggler straggler(dev, 1234u + 17u * me);
   for (int call = 0; call < calls; ++call) {
     auto cnt = [&](int s, std::size_t g) -> std::size_t {
@@ -84,27 +75,8 @@ void gemm_skewed_calls(Communicator& comm, Device& dev, int calls) {
     auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
       return small_int(s + g * 3 + i * 7 + kk * 13 + call * 17);
     };
-    std::vector<std::size_t> recv(gemm_experts_of(me) * p), send(G);
-    std::vector<float> x;
-    for (std::size_t e = 0; e < gemm_experts_of(me); ++e)
-      for (int s = 0; s < p; ++s) {
-        const std::size_t g = first[me] + e;
-        recv[e * p + s] = cnt(s, g);
-        for (std::size_t i = 0; i < cnt(s, g); ++i)
-          for (std::size_t kk = 0; kk < k; ++kk)
-            x.push_back(X(s, g, i, kk));
-      }
-    std::vector<float> ref;
-    for (std::size_t g = 0; g < G; ++g) {
-      send[g] = cnt(me, g);
-      for (std::size_t i = 0; i < send[g]; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-          float acc = 0.0f;
-          for (std::size_t kk = 0; kk < k; ++kk)
-            acc += X(me, g, i, kk) * W(g, kk, j);
-          ref.push_back(acc);
-        }
-    }
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    const auto& [recv, send, x, ref] = c;
     std::vector<float> y(ref.size(), -555.0f);
     straggler.before_call(call % 4 == 0 ? 4000 : 1500);
     op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);

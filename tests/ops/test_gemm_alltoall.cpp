@@ -13,24 +13,15 @@ std::size_t experts_of(int r) {
 void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls,
            std::size_t tile = 0, OpOptions opt = {}) {
   const int p = comm.size(), me = comm.rank();
-  std::vector<std::size_t> first(p + 1, 0);
-  for (int r = 0; r < p; ++r)
-    first[r + 1] = first[r] + experts_of(r);
-  const std::size_t G = first[p];
+  const MoeExperts ex(p, experts_of);
   auto W = [](std::size_t g, std::size_t i, std::size_t j) {
     return small_int(g * 5 + i * 3 + j * 11);
   };
   opt.tile = tile;
   GemmAllToAll op(comm, dev, experts_of(me), k, n, 2000, 2000, opt);
-  ASSERT_EQ(op.num_experts(), G);
-  std::vector<std::vector<float>> w(experts_of(me), std::vector<float>(k * n));
-  std::vector<const float*> wp;
-  for (std::size_t e = 0; e < w.size(); ++e) {
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        w[e][i * n + j] = W(first[me] + e, i, j);
-    wp.push_back(w[e].data());
-  }
+  ASSERT_EQ(op.num_experts(), ex.total());
+  const auto w = ex.weights(me, k, n, W);
+  const auto wp = pointers(w);
   Straggler straggler(dev, 7u + me);
   for (int call = 0; call < calls; ++call) {
     // rows source s routes to expert g this call: uneven, with zeros
@@ -40,27 +31,8 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
     auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
       return small_int(s + g * 3 + i * 7 + kk * 13 + call);
     };
-    std::vector<std::size_t> recv(experts_of(me) * p), send(G);
-    std::vector<float> x;
-    for (std::size_t e = 0; e < experts_of(me); ++e)
-      for (int s = 0; s < p; ++s) {
-        const std::size_t g = first[me] + e;
-        recv[e * p + s] = cnt(s, g);
-        for (std::size_t i = 0; i < cnt(s, g); ++i)
-          for (std::size_t kk = 0; kk < k; ++kk)
-            x.push_back(X(s, g, i, kk));
-      }
-    std::vector<float> ref;
-    for (std::size_t g = 0; g < G; ++g) {
-      send[g] = cnt(me, g);
-      for (std::size_t i = 0; i < send[g]; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-          float acc = 0.0f;
-          for (std::size_t kk = 0; kk < k; ++kk)
-            acc += X(me, g, i, kk) * W(g, kk, j);
-          ref.push_back(acc);
-        }
-    }
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    const auto& [recv, send, x, ref] = c;
     for (Mode mode : kModes) {
       std::vector<float> y(ref.size(), -555.0f);
       straggler.before_call();

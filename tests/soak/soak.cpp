@@ -17,9 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "../ops/moe_reference.hpp"
 #include "tilecomm/tilecomm.hpp"
 
 using namespace tilecomm;
+using tilecomm::test::make_moe_call;
+using tilecomm::test::MoeCall;
+using tilecomm::test::MoeExperts;
+using tilecomm::test::pointers;
 
 namespace {
 
@@ -139,29 +144,11 @@ struct GemmCase {
     auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
       return small_int(s + g * 3 + i * 7 + kk * 13 + call);
     };
-    std::vector<float> w(k * n);
-    for (std::size_t i = 0; i < k; ++i)
-      for (std::size_t j = 0; j < n; ++j)
-        w[i * n + j] = W(me, i, j);
-    const float* wp[] = {w.data()};
-    std::vector<std::size_t> recv(p), send(p);
-    std::vector<float> x, ref;
-    for (int s = 0; s < p; ++s) {
-      recv[s] = cnt(s, me);
-      for (std::size_t i = 0; i < recv[s]; ++i)
-        for (std::size_t kk = 0; kk < k; ++kk)
-          x.push_back(X(s, me, i, kk));
-    }
-    for (int g = 0; g < p; ++g) {
-      send[g] = cnt(me, g);
-      for (std::size_t i = 0; i < send[g]; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-          float acc = 0;
-          for (std::size_t kk = 0; kk < k; ++kk)
-            acc += X(me, g, i, kk) * W(g, kk, j);
-          ref.push_back(acc);
-        }
-    }
+    const MoeExperts ex(p, [](int) { return std::size_t{1}; });
+    const auto w = ex.weights(me, k, n, W);
+    const auto wp = pointers(w);
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    const auto& [recv, send, x, ref] = c;
     std::vector<float> y(ref.size(), -7.0f);
     op->run(wp, x.data(), recv, send, y.data(), mode);
     long wrong = 0;

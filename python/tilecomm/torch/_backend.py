@@ -14,6 +14,7 @@ tilecomm.Communicator (its own shared segment); the store torch passes is not us
 """
 import socket
 import sys
+import threading
 
 import torch
 import torch.distributed as dist
@@ -104,10 +105,12 @@ def _op_name(opts, where):
 class _Work(Work):
     """A torch Work backed by a tilecomm.Request (or complete at birth for blocking calls).
     wait() waits for the request (GIL released), then runs `finish` (copies out of staging
-    buffers, the division of avg) once; the tensors stay referenced until then."""
+    buffers, the division of avg) once; the tensors stay referenced until then. Completion is
+    guarded by a lock, so wait() may race the thread behind get_future()."""
 
     def __init__(self, request=None, finish=None, outputs=(), keep=()):
         super().__init__()
+        self._lock = threading.Lock()
         self._request = request
         self._finish = finish
         self._outputs = list(outputs)
@@ -118,6 +121,10 @@ class _Work(Work):
             self._complete()
 
     def _complete(self):
+        with self._lock:
+            self._complete_locked()
+
+    def _complete_locked(self):
         if self._done:
             return
         try:
@@ -141,10 +148,15 @@ class _Work(Work):
     def is_completed(self):
         if self._done:
             return True
-        if self._request.test():
-            self._complete()
-            return True
-        return False
+        if not self._lock.acquire(blocking=False):
+            return False  # the future's thread is completing it
+        try:
+            if self._done or self._request.test():
+                self._complete_locked()
+                return True
+            return False
+        finally:
+            self._lock.release()
 
     def is_success(self):
         return self._done and self._error is None
@@ -160,7 +172,28 @@ class _Work(Work):
         self.wait()
 
     def get_future(self):
-        raise RuntimeError("the tilecomm backend's Work has no future (wait() or is_completed())")
+        """A torch.futures.Future completed with the output tensors (as result()) once the
+        operation has finished, or with its error. Like gloo's, it completes on its own: a thread
+        waits for the request (the GIL released) and runs the completion, so callbacks chained
+        with then() run on that thread. No progress is needed from the caller."""
+        fut = torch.futures.Future()
+
+        def settle():
+            try:
+                self._complete()
+            except Exception as e:  # noqa: BLE001 -- handed to the future
+                fut.set_exception(e)
+            else:
+                fut.set_result(self._outputs)
+
+        if self._done:
+            if self._error is not None:
+                fut.set_exception(self._error)
+            else:
+                fut.set_result(self._outputs)
+        else:
+            threading.Thread(target=settle, name="tilecomm-work-future", daemon=True).start()
+        return fut
 
 
 def _world_comm(group_rank, group_size):
