@@ -1,8 +1,10 @@
 // fused_perf: the three modes of a fused operator side by side, with compute-only and
-// collective-only measured in the same run, interleaved, so noise hits every variant alike.
+// collective-only measured in the same run, interleaved, so noise hits every variant alike, and
+// the CPU time the ranks of a node spend in each (for the CPU-aware ideal).
 //
 //   mpirun -np 2 fused_perf --op gemv_allreduce -b 65536 -e 1048576 -f 2
 //   mpirun -np 2 fused_perf --op embedding_alltoall --balance --json out.json --trace fused.json
+//   mpirun -np 2 fused_perf --workload all        # the shapes of real models (docs/workloads.md)
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -11,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cpu_time.hpp"
 #include "op_bench.hpp"
+#include "workloads.hpp"
 
 using namespace tilecomm;
 using namespace tilecomm::bench;
@@ -28,15 +32,22 @@ Stats stats_of(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-// Wall time of fn on the slowest rank, microseconds.
+struct Timing {
+  double wall = 0;  // us, the slowest rank
+  double cpu = 0;   // us of CPU, summed over a node's ranks (the busiest node)
+};
+
+// Wall time of fn on the slowest rank and the CPU time it cost, microseconds.
 template <class Fn>
-double timed(Fn&& fn) {
+Timing timed(const NodeCpu& node, Fn&& fn) {
   MPI_Barrier(MPI_COMM_WORLD);
+  const double c0 = process_cpu_us();
   const double t0 = MPI_Wtime();
   fn();
-  double dt = (MPI_Wtime() - t0) * 1e6;
-  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return dt;
+  Timing t{(MPI_Wtime() - t0) * 1e6, process_cpu_us() - c0};
+  t.cpu = node.sum(t.cpu);
+  MPI_Allreduce(MPI_IN_PLACE, &t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
 }
 
 struct Options {
@@ -48,54 +59,68 @@ struct Options {
   int free_cus = 1, chunks = 4;
   std::size_t tile = 0;
   bool check = true, balance = false;
-  std::string json, trace;
+  std::string json, trace, workload;
 };
 
 struct Row {
+  std::string op;
   Shape shape;
   std::string shape_text;
   std::size_t bytes = 0;
   Stats compute, comm, mode[3];
+  Stats compute_cpu, comm_cpu;  // CPU us summed over the node's ranks
+  int cores = 1;                // the node's cores (its ranks' affinity masks)
   bool has[3] = {false, false, false};
   long long wrong = 0;
 };
 
-Row measure(const Options& o, Communicator& comm, Device& dev, const Shape& shape,
-            bool write_trace) {
+Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& node,
+            const std::string& op, const Shape& shape, bool write_trace) {
   OpOptions oo;
   oo.shaped.free_cus = o.free_cus;
   oo.shaped.chunks = o.chunks;
   oo.tile = o.tile;
-  auto bench = make_op_bench(o.op, comm, dev, shape, oo);
+  auto bench = make_op_bench(op, comm, dev, shape, oo);
   Row row;
+  row.op = op;
+  row.cores = node.cores();
   row.shape = shape;
   row.shape_text = bench->shape();
   row.bytes = bench->bytes();
   std::vector<Mode> modes;
   for (const auto& m : o.modes)
     modes.push_back(parse_mode(m));
-  std::vector<double> tc, tm, tmode[3];
+  if (std::find(modes.begin(), modes.end(), Mode::Auto) != modes.end())
+    throw Error(ErrorCode::InvalidArgument,
+                "--modes auto: fused_perf times the fixed modes side by side (auto picks one of "
+                "them after its first calls)");
+  std::vector<double> tc, tm, tcc, tmc, tmode[3];
   // Variants take turns going first, so none always pays for waking an idle device.
   const int variants = 2 + static_cast<int>(modes.size());
   for (int it = -o.warmup; it < o.iters; ++it) {
-    double c = 0, m = 0, t[3] = {0, 0, 0};
+    Timing c, m;
+    double t[3] = {0, 0, 0};
     for (int j = 0; j < variants; ++j) {
       const int v = (j + it + o.warmup) % variants;
       if (v == 0)
-        c = timed([&] { bench->compute_only(); });
+        c = timed(node, [&] { bench->compute_only(); });
       else if (v == 1)
-        m = timed([&] { bench->collective_only(); });
+        m = timed(node, [&] { bench->collective_only(); });
       else
-        t[int(modes[v - 2])] = timed([&] { bench->run(modes[v - 2]); });
+        t[int(modes[v - 2])] = timed(node, [&] { bench->run(modes[v - 2]); }).wall;
     }
     if (it < 0) continue;
-    tc.push_back(c);
-    tm.push_back(m);
+    tc.push_back(c.wall);
+    tm.push_back(m.wall);
+    tcc.push_back(c.cpu);
+    tmc.push_back(m.cpu);
     for (Mode mode : modes)
       tmode[int(mode)].push_back(t[int(mode)]);
   }
   row.compute = stats_of(tc);
   row.comm = stats_of(tm);
+  row.compute_cpu = stats_of(tcc);
+  row.comm_cpu = stats_of(tmc);
   for (Mode mode : modes) {
     row.mode[int(mode)] = stats_of(tmode[int(mode)]);
     row.has[int(mode)] = true;
@@ -152,6 +177,178 @@ double overlap_efficiency(const Row& r) {
   return room > 0 ? (r.mode[0].median - r.mode[2].median) / room : 0;
 }
 
+// The best this machine allows once communication's CPU cost counts (issue 13, part 4): neither
+// half can be shorter than alone, and the node's cores must run both halves' CPU time.
+double ideal_cpu(const Row& r) {
+  const double cpu = (r.compute_cpu.median + r.comm_cpu.median) / std::max(r.cores, 1);
+  return std::max({r.compute.median, r.comm.median, cpu});
+}
+
+// (sequential - fused) / (sequential - ideal_cpu), or "n/a (saving < 5 %)" when the possible
+// saving is under 5 % of sequential (then the figure is noise).
+std::string recovered(const Row& r) {
+  if (!r.has[0] || !r.has[2]) return "-";
+  const double seq = r.mode[0].median, room = seq - ideal_cpu(r);
+  if (room < 0.05 * seq) return "n/a (saving < 5 %)";
+  return fmt::format("{:.2f}", (seq - r.mode[2].median) / room);
+}
+
+double fused_over_ideal_cpu(const Row& r) {
+  return r.has[2] ? r.mode[2].median / ideal_cpu(r) : 0;
+}
+
+std::string cell(const Stats& st) {
+  return fmt::format("{:.0f} [{:.0f},{:.0f}]", st.median, st.min, st.max);
+}
+
+nlohmann::json to_json(const Row& r, const Communicator& comm) {
+  // One statistic (min or max) of every variant, by name.
+  auto per_variant = [](const Row& row, double Stats::*field) {
+    return nlohmann::json{{"compute", row.compute.*field},
+                          {"comm", row.comm.*field},
+                          {"sequential", row.mode[0].*field},
+                          {"shaped", row.mode[1].*field},
+                          {"fused", row.mode[2].*field}};
+  };
+  return {{"op", r.op},
+          {"ranks", comm.size()},
+          {"nodes", comm.num_nodes()},
+          {"shape", r.shape_text},
+          {"size", r.shape.size},
+          {"ratio", r.shape.ratio},
+          {"bytes", r.bytes},
+          {"compute_us", r.compute.median},
+          {"comm_us", r.comm.median},
+          {"compute_cpu_us", r.compute_cpu.median},
+          {"comm_cpu_us", r.comm_cpu.median},
+          {"cores", r.cores},
+          {"sequential_us", r.mode[0].median},
+          {"shaped_us", r.mode[1].median},
+          {"fused_us", r.mode[2].median},
+          {"min_us", per_variant(r, &Stats::min)},
+          {"max_us", per_variant(r, &Stats::max)},
+          {"reduction_fused", reduction(r, Mode::Fused)},
+          {"reduction_shaped", reduction(r, Mode::Shaped)},
+          {"overlap_efficiency", overlap_efficiency(r)},
+          {"ideal_us", std::max(r.compute.median, r.comm.median)},
+          {"ideal_cpu_us", ideal_cpu(r)},
+          {"fused_over_ideal_cpu", fused_over_ideal_cpu(r)},
+          {"recovered", recovered(r)},
+          {"wrong", r.wrong}};
+}
+
+// --workload: one row per case, as each is measured; every variant checked against sequential.
+// Returns non-zero if any mode was wrong.
+int run_workloads(const Options& o, Communicator& comm, Device& dev, const NodeCpu& node) {
+  const bool root = comm.rank() == 0;
+  if (root)
+    fmt::print(
+        "# workloads on {} ranks ({} nodes), {} CUs x {} slots per rank, {} cores per node; times "
+        "in us: median [min, max] of the slowest rank over {} iterations; cpu = compute_cpu + "
+        "comm_cpu, us summed over a node's ranks; ideal = max(compute, comm); ideal_cpu = "
+        "max(compute, comm, cpu / cores); recovered = (sequential - fused) / (sequential - "
+        "ideal_cpu)\n"
+        "{:<13} {:<27} {:<56} {:>22} {:>22} {:>9} {:>22} {:>22} {:>22} {:>9} {:>8} {:>9} {:>9} "
+        "{:>18} {:>5}\n",
+        comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), node.cores(), o.iters,
+        "workload", "layer", "shape", "compute", "comm", "cpu", "sequential", "shaped", "fused",
+        "fused/seq", "ideal", "ideal_cpu", "f/id_cpu", "recovered", "wrong");
+  const std::vector<WorkloadCase> cases = workload_cases(o.workload, comm.size());
+  nlohmann::json out = nlohmann::json::array();
+  int rc = 0;
+  for (const WorkloadCase& w : cases) {
+    Row r = measure(o, comm, dev, node, w.op, w.shape, false);
+    if (root) {
+      fmt::print(
+          "{:<13} {:<27} {:<56} {:>22} {:>22} {:>9.0f} {:>22} {:>22} {:>22} {:>9.2f} {:>8.0f} "
+          "{:>9.0f} {:>9.2f} {:>18} {:>5}\n",
+          w.workload, w.label, r.shape_text, cell(r.compute), cell(r.comm),
+          r.compute_cpu.median + r.comm_cpu.median, cell(r.mode[0]), cell(r.mode[1]),
+          cell(r.mode[2]), r.mode[2].median / r.mode[0].median,
+          std::max(r.compute.median, r.comm.median), ideal_cpu(r), fused_over_ideal_cpu(r),
+          recovered(r), r.wrong);
+      std::fflush(stdout);
+    }
+    nlohmann::json j = to_json(r, comm);
+    j["workload"] = w.workload;
+    j["layer"] = w.label;
+    out.push_back(j);
+    rc |= r.wrong != 0;
+  }
+  if (root && !o.json.empty()) std::ofstream(o.json) << out.dump(2) << '\n';
+  return rc;
+}
+
+// --op: sizes from -b to -e (or the balanced ratio with --balance); returns non-zero if any mode
+// was wrong.
+int run_ops(Options o, Communicator& comm, Device& dev, const NodeCpu& node) {
+  int rc = 0;
+  Shape base = default_shape(o.op);
+  if (o.begin) base.size = o.begin;
+  if (o.ratio) base.ratio = o.ratio;
+  if (o.dim) base.dim = o.dim;
+  if (o.tables) base.tables = o.tables;
+  const bool root = comm.rank() == 0;
+  if (o.balance) {
+    // Geometric search on the ratio knob: compute grows with it, communication does not.
+    std::size_t lo = 1, hi = 4096;
+    for (int step = 0; step < 9 && hi > lo + 1; ++step) {
+      Shape s = base;
+      s.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
+      Options quick = o;
+      quick.iters = 3;
+      quick.warmup = 1;
+      quick.modes = {};
+      quick.check = false;
+      Row r = measure(quick, comm, dev, node, o.op, s, false);
+      if (root)
+        fmt::print("# balance: {} compute {:.0f} us, comm {:.0f} us\n", r.shape_text,
+                   r.compute.median, r.comm.median);
+      (r.compute.median < r.comm.median ? lo : hi) = s.ratio;
+    }
+    base.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
+    o.end = base.size;
+  }
+  if (!o.end) o.end = base.size;
+  std::vector<Row> rows;
+  if (root)
+    fmt::print(
+        "# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; "
+        "times in us: median [min, max] of the slowest rank\n"
+        "{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} {:>9} {:>8} {:>18} "
+        "{:>6}\n",
+        o.op, comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), "shape", "bytes",
+        "compute", "comm", "sequential", "shaped", "fused", "shaped%", "fused%", "overlap",
+        "ideal_cpu", "f/id_cpu", "recovered", "wrong");
+  for (std::size_t size = base.size; size <= o.end;
+       size = std::max(size + 1, static_cast<std::size_t>(size * o.factor))) {
+    Shape s = base;
+    s.size = size;
+    const bool last = static_cast<std::size_t>(size * o.factor) > o.end;
+    Row r = measure(o, comm, dev, node, o.op, s, last && !o.trace.empty());
+    rows.push_back(r);
+    if (root) {
+      fmt::print(
+          "{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>6.1f}% {:>6.1f}% {:>7.2f} {:>9.0f} "
+          "{:>8.2f} {:>18} {:>6}\n",
+          r.shape_text, r.bytes, cell(r.compute), cell(r.comm), cell(r.mode[0]), cell(r.mode[1]),
+          cell(r.mode[2]), 100 * reduction(r, Mode::Shaped), 100 * reduction(r, Mode::Fused),
+          overlap_efficiency(r), ideal_cpu(r), fused_over_ideal_cpu(r), recovered(r), r.wrong);
+      std::fflush(stdout);
+    }
+    if (o.factor <= 1) break;
+  }
+  if (root && !o.json.empty()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Row& r : rows)
+      out.push_back(to_json(r, comm));
+    std::ofstream(o.json) << out.dump(2) << '\n';
+  }
+  for (const Row& r : rows)
+    rc |= r.wrong != 0;
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,6 +379,9 @@ int main(int argc, char** argv) {
                "search the ratio where compute ~ communication, report there");
   app.add_option("--json", o.json, "write one JSON object per row");
   app.add_option("--trace", o.trace, "write a Chrome trace of one fused iteration (last row)");
+  app.add_option("--workload", o.workload,
+                 "run a model's shapes instead of --op: dlrm | llama-decode | mixtral-moe | all "
+                 "(docs/workloads.md)");
   int rc = 0;
   try {
     app.parse(argc, argv);
@@ -196,95 +396,8 @@ int main(int argc, char** argv) {
     if (o.cus) rcfg.num_cus = o.cus;
     if (o.slots) rcfg.wg_slots_per_cu = o.slots;
     Device dev(rcfg);
-    Shape base = default_shape(o.op);
-    if (o.begin) base.size = o.begin;
-    if (o.ratio) base.ratio = o.ratio;
-    if (o.dim) base.dim = o.dim;
-    if (o.tables) base.tables = o.tables;
-    const bool root = comm.rank() == 0;
-    if (o.balance) {
-      // Geometric search on the ratio knob: compute grows with it, communication does not.
-      std::size_t lo = 1, hi = 4096;
-      for (int step = 0; step < 9 && hi > lo + 1; ++step) {
-        Shape s = base;
-        s.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
-        Options quick = o;
-        quick.iters = 3;
-        quick.warmup = 1;
-        quick.modes = {};
-        quick.check = false;
-        Row r = measure(quick, comm, dev, s, false);
-        if (root)
-          fmt::print("# balance: {} compute {:.0f} us, comm {:.0f} us\n", r.shape_text,
-                     r.compute.median, r.comm.median);
-        (r.compute.median < r.comm.median ? lo : hi) = s.ratio;
-      }
-      base.ratio = std::max<std::size_t>(1, static_cast<std::size_t>(std::sqrt(double(lo) * hi)));
-      o.end = base.size;
-    }
-    if (!o.end) o.end = base.size;
-    std::vector<Row> rows;
-    if (root)
-      fmt::print(
-          "# {} on {} ranks ({} nodes), {} CUs x {} slots per rank; "
-          "times in us: median [min, max] of the slowest rank\n"
-          "{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>7} {:>7} {:>7} {:>6}\n",
-          o.op, comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), "shape",
-          "bytes", "compute", "comm", "sequential", "shaped", "fused", "shaped%", "fused%",
-          "overlap", "wrong");
-    for (std::size_t size = base.size; size <= o.end;
-         size = std::max(size + 1, static_cast<std::size_t>(size * o.factor))) {
-      Shape s = base;
-      s.size = size;
-      const bool last = static_cast<std::size_t>(size * o.factor) > o.end;
-      Row r = measure(o, comm, dev, s, last && !o.trace.empty());
-      rows.push_back(r);
-      if (root) {
-        auto cell = [](const Stats& st) {
-          return fmt::format("{:.0f} [{:.0f},{:.0f}]", st.median, st.min, st.max);
-        };
-        fmt::print(
-            "{:<38} {:>10} {:>22} {:>22} {:>22} {:>22} {:>22} {:>6.1f}% {:>6.1f}% {:>7.2f} {:>6}\n",
-            r.shape_text, r.bytes, cell(r.compute), cell(r.comm), cell(r.mode[0]), cell(r.mode[1]),
-            cell(r.mode[2]), 100 * reduction(r, Mode::Shaped), 100 * reduction(r, Mode::Fused),
-            overlap_efficiency(r), r.wrong);
-        std::fflush(stdout);
-      }
-      if (o.factor <= 1) break;
-    }
-    if (root && !o.json.empty()) {
-      nlohmann::json out = nlohmann::json::array();
-      // One statistic (min or max) of every variant, by name.
-      auto per_variant = [](const Row& r, double Stats::*field) {
-        return nlohmann::json{{"compute", r.compute.*field},
-                              {"comm", r.comm.*field},
-                              {"sequential", r.mode[0].*field},
-                              {"shaped", r.mode[1].*field},
-                              {"fused", r.mode[2].*field}};
-      };
-      for (const Row& r : rows)
-        out.push_back({{"op", o.op},
-                       {"ranks", comm.size()},
-                       {"nodes", comm.num_nodes()},
-                       {"shape", r.shape_text},
-                       {"size", r.shape.size},
-                       {"ratio", r.shape.ratio},
-                       {"bytes", r.bytes},
-                       {"compute_us", r.compute.median},
-                       {"comm_us", r.comm.median},
-                       {"sequential_us", r.mode[0].median},
-                       {"shaped_us", r.mode[1].median},
-                       {"fused_us", r.mode[2].median},
-                       {"min_us", per_variant(r, &Stats::min)},
-                       {"max_us", per_variant(r, &Stats::max)},
-                       {"reduction_fused", reduction(r, Mode::Fused)},
-                       {"reduction_shaped", reduction(r, Mode::Shaped)},
-                       {"overlap_efficiency", overlap_efficiency(r)},
-                       {"wrong", r.wrong}});
-      std::ofstream(o.json) << out.dump(2) << '\n';
-    }
-    for (const Row& r : rows)
-      rc |= r.wrong != 0;
+    const NodeCpu node;
+    rc = o.workload.empty() ? run_ops(o, comm, dev, node) : run_workloads(o, comm, dev, node);
   } catch (const std::exception& e) {
     fmt::print(stderr, "fused_perf: {}\n", e.what());
     rc = 2;

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -27,39 +30,101 @@ float small_int(std::uint64_t i) {
 
 class GemvBench : public OpBench {
  public:
+  // W: float32 or (s.bf16) bfloat16, the same small integers either way; X: K x s.batch.
   GemvBench(Communicator& comm, Device& dev, const Shape& s, const OpOptions& o)
       : m_(s.size),
         k_(s.ratio),
-        op_(comm, dev, s.size, s.ratio, o),
-        w_(m_ * k_),
-        x_(k_),
-        y_(m_),
-        ref_(m_),
-        part_(m_) {
+        n_(s.batch),
+        bf16_(s.bf16),
+        op_(comm, dev, s.size, s.ratio, s.batch, o),
+        w_(s.bf16 ? 0 : m_ * k_),
+        w16_(s.bf16 ? m_ * k_ : 0),
+        x_(k_ * n_),
+        y_(m_ * n_),
+        ref_(y_.size()),
+        part_(y_.size()) {
     for (std::size_t i = 0; i < w_.size(); ++i)
       w_[i] = small_int(i + comm.rank());
-    for (std::size_t i = 0; i < k_; ++i)
+    for (std::size_t i = 0; i < w16_.size(); ++i)
+      w16_[i] = bfloat16(small_int(i + comm.rank()));
+    for (std::size_t i = 0; i < x_.size(); ++i)
       x_[i] = small_int(7 * i + 1);
   }
   void compute_only() override {
-    tilecomm::bench::compute_only(op_, w_.data(), x_.data(), part_.data());
+    if (bf16())
+      tilecomm::bench::compute_only(op_, w16_.data(), x_.data(), part_.data());
+    else
+      tilecomm::bench::compute_only(op_, w_.data(), x_.data(), part_.data());
   }
   void collective_only() override {
     tilecomm::bench::collective_only(op_, part_.data(), y_.data());
   }
   void run(Mode mode) override {
-    op_.run(w_.data(), x_.data(), y_.data(), mode);
+    if (bf16())
+      op_.run(w16_.data(), x_.data(), y_.data(), mode);
+    else
+      op_.run(w_.data(), x_.data(), y_.data(), mode);
     if (mode == Mode::Sequential) ref_ = y_;
   }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
-  std::size_t bytes() const override { return m_ * sizeof(float); }
-  std::string shape() const override { return fmt::format("M={} K={}", m_, k_); }
+  std::size_t bytes() const override { return y_.size() * sizeof(float); }
+  std::string shape() const override {
+    return fmt::format("M={} K={}{}{}", m_, k_, n_ > 1 ? fmt::format(" n={}", n_) : "",
+                       bf16() ? " bf16" : "");
+  }
 
  private:
-  std::size_t m_, k_;
+  bool bf16() const { return bf16_; }
+  std::size_t m_, k_, n_;
+  bool bf16_;
   GemvAllReduce op_;
-  std::vector<float> w_, x_, y_, ref_, part_;
+  std::vector<float> w_;
+  std::vector<bfloat16> w16_;
+  std::vector<float> x_, y_, ref_, part_;
 };
+
+struct TableSpec {
+  std::size_t rows, pool;
+};
+
+// This rank's tables. Synthetic: `tables` of kRows rows and `ratio` indices per bag. Workload:
+// every table of the job, placed by greedy balance of lookups (largest pooling first, each to the
+// rank with the fewest lookups so far; ties to the lower rank), as a sharding planner would.
+std::vector<TableSpec> local_tables(const Shape& s, int rank, int ranks, std::size_t synthetic) {
+  if (s.table_rows.empty()) return std::vector<TableSpec>(s.tables, {synthetic, s.ratio});
+  std::vector<std::size_t> order(s.table_rows.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return s.table_pool[a] > s.table_pool[b]; });
+  std::vector<std::size_t> load(static_cast<std::size_t>(ranks), 0);
+  std::vector<TableSpec> mine;
+  for (std::size_t t : order) {
+    const auto r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[static_cast<std::size_t>(r)] += s.table_pool[t];
+    if (r == rank) mine.push_back({s.table_rows[t], s.table_pool[t]});
+  }
+  return mine;
+}
+
+std::vector<std::size_t> rows_of(const std::vector<TableSpec>& tables) {
+  std::vector<std::size_t> rows;
+  for (const TableSpec& t : tables)
+    rows.push_back(t.rows);
+  return rows;
+}
+
+// Index of a power-law draw: u^3 (synthetic), or Zipf(a) over the rows (continuous inverse CDF of
+// (x + 1)^-a), its hot rows scattered by multiplying with a prime (a bijection of [0, rows) when
+// the prime does not divide rows).
+std::int64_t draw_index(std::mt19937& g, std::size_t rows, double zipf) {
+  const double u = std::uniform_real_distribution<double>(0, 1)(g);
+  if (zipf <= 0)
+    return static_cast<std::int64_t>(rows * u * u * u) % static_cast<std::int64_t>(rows);
+  const double e = 1 - zipf, top = std::pow(static_cast<double>(rows) + 1, e) - 1;
+  const auto x = std::min<std::uint64_t>(
+      rows - 1, static_cast<std::uint64_t>(std::pow(1 + u * top, 1 / e) - 1));
+  return static_cast<std::int64_t>((x * 2654435761ull) % rows);
+}
 
 class EmbeddingBench : public OpBench {
  public:
@@ -67,21 +132,21 @@ class EmbeddingBench : public OpBench {
       : batch_(s.size),
         pool_(s.ratio),
         dim_(s.dim),
-        ntab_(s.tables),
-        op_(comm, dev, std::vector<std::size_t>(s.tables, kRows), s.dim, s.size, Pooling::Sum, o) {
+        spec_(s),
+        mine_(local_tables(s, comm.rank(), comm.size(), kRows)),
+        ntab_(mine_.size()),
+        op_(comm, dev, rows_of(mine_), s.dim, s.size, Pooling::Sum, o) {
     std::mt19937 g(1234u + comm.rank());
     for (std::size_t t = 0; t < ntab_; ++t) {
-      tables_.emplace_back(kRows * dim_);
+      const std::size_t rows = mine_[t].rows;
+      tables_.emplace_back(rows * dim_);
       for (std::size_t i = 0; i < tables_[t].size(); ++i)
         tables_[t][i] = small_int(i * 13 + t);
       idx_.emplace_back();
       off_.emplace_back(1, 0);
       for (std::size_t b = 0; b < batch_; ++b) {
-        for (std::size_t j = 0; j < pool_; ++j) {
-          // power-law-ish: most lookups hit a few hot rows
-          const double u = std::uniform_real_distribution<double>(0, 1)(g);
-          idx_[t].push_back(static_cast<std::int64_t>(kRows * u * u * u) % kRows);
-        }
+        for (std::size_t j = 0; j < mine_[t].pool; ++j)
+          idx_[t].push_back(draw_index(g, rows, s.zipf));  // most lookups hit a few hot rows
         off_[t].push_back(static_cast<std::int64_t>(idx_[t].size()));
       }
     }
@@ -103,12 +168,22 @@ class EmbeddingBench : public OpBench {
   long long wrong_vs_sequential(Mode) override { return count_different(out_, ref_); }
   std::size_t bytes() const override { return send_.size() * sizeof(float); }
   std::string shape() const override {
-    return fmt::format("batch={} pool={} dim={} tables/rank={}", batch_, pool_, dim_, ntab_);
+    if (spec_.table_rows.empty())
+      return fmt::format("batch={} pool={} dim={} tables/rank={}", batch_, pool_, dim_, ntab_);
+    const auto& r = spec_.table_rows;
+    const auto& p = spec_.table_pool;
+    return fmt::format("batch={} dim={} tables={} rows={}..{} pool={}..{} zipf={}", batch_, dim_,
+                       r.size(), *std::min_element(r.begin(), r.end()),
+                       *std::max_element(r.begin(), r.end()), *std::min_element(p.begin(), p.end()),
+                       *std::max_element(p.begin(), p.end()), spec_.zipf);
   }
 
  private:
   static constexpr std::size_t kRows = 100000;
-  std::size_t batch_, pool_, dim_, ntab_;
+  std::size_t batch_, pool_, dim_;
+  Shape spec_;
+  std::vector<TableSpec> mine_;
+  std::size_t ntab_;
   EmbeddingAllToAll op_;
   std::vector<std::vector<float>> tables_;
   std::vector<std::vector<std::int64_t>> idx_, off_;
@@ -117,35 +192,64 @@ class EmbeddingBench : public OpBench {
   std::vector<float> out_, ref_, send_;
 };
 
+// Rows rank `src` routes to each of the G experts. Synthetic (top_k = 0): `tokens` rows split
+// unevenly by a fixed pattern. Workload: each of `tokens` tokens picks top_k distinct experts,
+// drawn by popularity 1 / (rank + 1)^zipf, the popularity ranks a seeded permutation of the experts
+// (the same on every rank), the draws seeded by src (so every rank knows every rank's routing).
+std::vector<std::size_t> routing(const Shape& s, int src, std::size_t G) {
+  std::vector<std::size_t> rows(G, 0);
+  if (s.top_k == 0) {
+    auto weight = [&](std::size_t h) { return 1 + (src * 7 + h * 3) % 5; };
+    std::size_t total = 0, before = 0;
+    for (std::size_t h = 0; h < G; ++h)
+      total += weight(h);
+    for (std::size_t g = 0; g < G; before += weight(g), ++g)
+      rows[g] = (s.size * (before + weight(g))) / total - (s.size * before) / total;
+    return rows;
+  }
+  std::vector<std::size_t> by_popularity(G);
+  std::iota(by_popularity.begin(), by_popularity.end(), 0);
+  std::mt19937 perm(99u);
+  std::shuffle(by_popularity.begin(), by_popularity.end(), perm);
+  std::vector<double> popularity(G);
+  for (std::size_t i = 0; i < G; ++i)
+    popularity[by_popularity[i]] = 1 / std::pow(static_cast<double>(i + 1), s.zipf);
+  std::mt19937 g(4321u + static_cast<unsigned>(src));
+  for (std::size_t t = 0; t < s.size; ++t) {
+    std::vector<double> left = popularity;
+    for (std::size_t j = 0; j < std::min(s.top_k, G); ++j) {
+      const std::size_t e = std::discrete_distribution<std::size_t>(left.begin(), left.end())(g);
+      ++rows[e];
+      left[e] = 0;
+    }
+  }
+  return rows;
+}
+
 class MoeBench : public OpBench {
  public:
-  // Every rank routes `tokens` rows, spread unevenly over all experts; experts hold K x N weights.
+  // Every rank routes `tokens` tokens (top_k rows each, or 1), spread unevenly over all experts;
+  // experts hold K x N weights.
   MoeBench(Communicator& comm, Device& dev, const Shape& s, const OpOptions& o)
       : tokens_(s.size),
         k_(s.ratio),
         n_(s.dim),
         e_(s.tables),
         p_(comm.size()),
-        op_(comm, dev, s.tables, s.ratio, s.dim, s.size * comm.size() * 2, s.size, o) {
+        top_k_(s.top_k),
+        zipf_(s.zipf),
+        op_(comm, dev, s.tables, s.ratio, s.dim,
+            s.size * comm.size() * std::max<std::size_t>(2, s.top_k),
+            s.size * std::max<std::size_t>(1, s.top_k), o) {
     const std::size_t G = op_.num_experts();
-    auto share = [&](int src,
-                     std::size_t g) {  // rows src routes to g: uneven but summing to tokens
-      std::size_t w = 1 + (src * 7 + g * 3) % 5, total = 0;
-      for (std::size_t h = 0; h < G; ++h)
-        total += 1 + (src * 7 + h * 3) % 5;
-      std::size_t before = 0;
-      for (std::size_t h = 0; h < g; ++h)
-        before += 1 + (src * 7 + h * 3) % 5;
-      return (tokens_ * (before + w)) / total - (tokens_ * before) / total;
-    };
-    send_.resize(G);
-    for (std::size_t g = 0; g < G; ++g)
-      send_[g] = share(comm.rank(), g);
+    send_ = routing(s, comm.rank(), G);
     std::size_t rows_in = 0;
     recv_.resize(e_ * p_);
-    for (std::size_t e = 0; e < e_; ++e)
-      for (int src = 0; src < p_; ++src)
-        rows_in += recv_[e * p_ + src] = share(src, op_.first_expert() + e);
+    for (int src = 0; src < p_; ++src) {
+      const std::vector<std::size_t> theirs = routing(s, src, G);
+      for (std::size_t e = 0; e < e_; ++e)
+        rows_in += recv_[e * p_ + src] = theirs[op_.first_expert() + e];
+    }
     x_.resize(rows_in * k_);
     for (std::size_t i = 0; i < x_.size(); ++i)
       x_[i] = small_int(i + comm.rank());
@@ -155,7 +259,7 @@ class MoeBench : public OpBench {
         w_[e][i] = small_int(3 * i + e);
       ptrs_.push_back(w_[e].data());
     }
-    y_.resize(tokens_ * n_);
+    y_.resize(std::accumulate(send_.begin(), send_.end(), std::size_t{0}) * n_);
   }
   void compute_only() override {
     tilecomm::bench::compute_only(op_, ptrs_, x_.data(), recv_, send_);
@@ -168,12 +272,17 @@ class MoeBench : public OpBench {
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return x_.size() / k_ * n_ * sizeof(float); }
   std::string shape() const override {
+    if (top_k_)
+      return fmt::format("tokens/rank={} top{} zipf={} K={} N={} experts={}", tokens_, top_k_,
+                         zipf_, k_, n_, e_ * p_);
     return fmt::format("tokens/rank={} K={} N={} experts/rank={}", tokens_, k_, n_, e_);
   }
 
  private:
   std::size_t tokens_, k_, n_, e_;
   int p_;
+  std::size_t top_k_;
+  double zipf_;
   GemmAllToAll op_;
   std::vector<std::size_t> send_, recv_;
   std::vector<float> x_, y_, ref_;

@@ -4,6 +4,7 @@
 // against sequential's.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tilecomm/tilecomm.hpp"
 
@@ -17,6 +18,19 @@ struct Shape {
   std::size_t ratio = 0;
   std::size_t dim = 64;    // embedding dim / MoE N / GEMM+ReduceScatter N
   std::size_t tables = 4;  // embedding tables per rank / MoE experts per rank
+
+  // Workload details (bench/fused/workloads.cpp); the defaults keep the synthetic shapes above.
+  std::size_t batch = 1;  ///< GEMV: vectors per call (X is K_r x batch)
+  bool bf16 = false;      ///< GEMV: bfloat16 weights
+  /// Embedding: rows and indices per bag of every table of the job (empty: `tables` tables of
+  /// 100000 rows per rank, `ratio` indices per bag). Tables go to ranks by greedy balance of
+  /// their lookups (largest pooling first, to the rank with the fewest lookups so far).
+  std::vector<std::size_t> table_rows, table_pool;
+  /// Embedding: Zipf exponent of the indices (0: the synthetic u^3 draw). MoE: Zipf exponent of
+  /// the experts' popularity for top_k routing.
+  double zipf = 0;
+  /// MoE: experts per token, drawn by popularity without repetition (0: the fixed uneven split).
+  std::size_t top_k = 0;
 };
 
 class OpBench {

@@ -26,8 +26,10 @@ struct BenchAccess {
 
 namespace bench {
 
-/// GEMV: partial = W_r x_r, the compute kernel of sequential mode (local).
+/// GEMV: partial = W_r X_r ([M x batch]), the compute kernel of sequential mode (local).
 void compute_only(GemvAllReduce& op, const float* w, const float* x, float* partial);
+/// The same with bfloat16 weights.
+void compute_only(GemvAllReduce& op, const bfloat16* w, const float* x, float* partial);
 /// GEMV: y = AllReduce(partial), the collective of sequential mode.
 void collective_only(GemvAllReduce& op, const float* partial, float* y);
 

@@ -41,8 +41,8 @@ void GemvAllReduceImpl::map_fused_segment() {
   const std::size_t partial_flags_offset = layout.add(TileFlags::bytes_for(p * blocks));
   const std::size_t reduced_flags_offset = layout.add(TileFlags::bytes_for(blocks));
   const std::size_t arrived_flags_offset = layout.add(TileFlags::bytes_for(blocks));
-  partials_offset = layout.add(2 * p * m * sizeof(float));
-  reduced_offset = layout.add(2 * m * sizeof(float));
+  partials_offset = layout.add(2 * p * m * n * sizeof(float));
+  reduced_offset = layout.add(2 * m * n * sizeof(float));
   ctx.map_segment(layout);
   partial_flags = ctx.flags_at(partial_flags_offset, p * blocks);
   reduced_flags = ctx.flags_at(reduced_flags_offset, blocks);
@@ -71,21 +71,21 @@ void GemvAllReduceImpl::plan_fused(FusedPlan& plan, FusedCall& call) {
   for (std::size_t b = 0; b < blocks; ++b)
     if (owner(b) != me) plan.add(call.task(Kind::Gather, b, blocks));
   if (!ctx.spans_nodes()) return;
-  call.staged = plan.stage(m);
+  call.staged = plan.stage(m * n);
   int off_node_ranks = 0;
   for (int s = 0; s < p; ++s)
     off_node_ranks += topo.on_node(s) ? 0 : 1;
   for (std::size_t b = 0; b < blocks; ++b) {
-    const int o = owner(b), n = static_cast<int>(rows(b));
+    const int o = owner(b), count = static_cast<int>(elems(b));
     if (o == me) {
       for (int s = 0; s < p; ++s)
         if (!topo.on_node(s))
-          plan.expect_recv(partials(my_local, plan.parity(), s) + row0(b), n, MPI_FLOAT, s,
+          plan.expect_recv(partials(my_local, plan.parity(), s) + elem0(b), count, MPI_FLOAT, s,
                            static_cast<int>(b), partial_flags[my_local], s * blocks + b);
       for (int q = 0; q < off_node_ranks; ++q)
         plan.expect_send();
     } else if (!topo.on_node(o)) {
-      plan.expect_recv(call.y + row0(b), n, MPI_FLOAT, o, static_cast<int>(blocks + b),
+      plan.expect_recv(call.y + elem0(b), count, MPI_FLOAT, o, static_cast<int>(blocks + b),
                        arrived_flags, b);
       plan.expect_send();
     }
@@ -96,16 +96,16 @@ void GemvAllReduceImpl::fused_compute(const WorkgroupContext& wg, const FusedCal
                                       std::size_t b) {
   const FusedPlan& plan = call.plan;
   const int o = owner(b), me = topo.rank;
-  const auto bytes = static_cast<std::int64_t>(rows(b) * sizeof(float));
+  const auto bytes = static_cast<std::int64_t>(elems(b) * sizeof(float));
   if (plan.dest(o) == FusedPlan::Dest::OffNode) {
-    float* staging = plan.staged(call.staged) + row0(b);
+    float* staging = plan.staged(call.staged) + elem0(b);
     gemv_tile(call.w, call.x, staging, b);
-    plan.send(wg, staging, static_cast<int>(rows(b)), MPI_FLOAT, o, static_cast<int>(b),
+    plan.send(wg, staging, static_cast<int>(elems(b)), MPI_FLOAT, o, static_cast<int>(b),
               static_cast<std::int64_t>(b), bytes);
     return;
   }
   const int owner_local = topo.local_of[o];  // straight into the owner's segment
-  gemv_tile(call.w, call.x, partials(owner_local, plan.parity(), me) + row0(b), b);
+  gemv_tile(call.w, call.x, partials(owner_local, plan.parity(), me) + elem0(b), b);
   plan.release(wg, partial_flags[owner_local], static_cast<std::size_t>(me) * blocks + b, o,
                static_cast<std::int64_t>(b), bytes);
 }
@@ -114,17 +114,17 @@ void GemvAllReduceImpl::fused_reduce(const WorkgroupContext& wg, const FusedCall
                                      std::size_t b) {
   const FusedPlan& plan = call.plan;
   const int p = topo.size, my_local = topo.local_rank;
-  float* red = reduced(my_local, plan.parity()) + row0(b);
+  float* red = reduced(my_local, plan.parity()) + elem0(b);
   plan.reduce_partials(
       wg, partial_flags[my_local], blocks, b,
-      [&](int s) { return partials(my_local, plan.parity(), s) + row0(b); }, red, rows(b),
+      [&](int s) { return partials(my_local, plan.parity(), s) + elem0(b); }, red, elems(b),
       "GemvAllReduce: partial (source rank * blocks + block)");
   reduced_flags[my_local].signal(b, plan.epoch());
   for (int q = 0; q < p; ++q)
     if (plan.dest(q) == FusedPlan::Dest::OffNode)
-      plan.send(wg, red, static_cast<int>(rows(b)), MPI_FLOAT, q, static_cast<int>(blocks + b),
-                static_cast<std::int64_t>(b), static_cast<std::int64_t>(rows(b) * sizeof(float)));
-  std::memcpy(call.y + row0(b), red, rows(b) * sizeof(float));
+      plan.send(wg, red, static_cast<int>(elems(b)), MPI_FLOAT, q, static_cast<int>(blocks + b),
+                static_cast<std::int64_t>(b), static_cast<std::int64_t>(elems(b) * sizeof(float)));
+  std::memcpy(call.y + elem0(b), red, elems(b) * sizeof(float));
   wg.mark("block reduced", static_cast<std::int64_t>(b), topo.rank);
 }
 
@@ -138,8 +138,8 @@ void GemvAllReduceImpl::fused_gather(const WorkgroupContext& wg, const FusedCall
   }
   const int owner_local = topo.local_of[o];
   plan.await(wg, o, reduced_flags[owner_local], b, "GemvAllReduce: reduced block");
-  std::memcpy(call.y + row0(b), reduced(owner_local, plan.parity()) + row0(b),
-              rows(b) * sizeof(float));
+  std::memcpy(call.y + elem0(b), reduced(owner_local, plan.parity()) + elem0(b),
+              elems(b) * sizeof(float));
 }
 
 void GemvAllReduceImpl::run_fused(GemvWeights w, const float* x, float* y) {

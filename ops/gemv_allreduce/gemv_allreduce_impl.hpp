@@ -21,18 +21,22 @@ struct GemvWeights {
 };
 
 struct GemvAllReduceImpl {
-  GemvAllReduceImpl(Communicator& comm, Device& device, std::size_t m, std::size_t k,
+  GemvAllReduceImpl(Communicator& comm, Device& device, std::size_t m, std::size_t k, std::size_t n,
                     OpOptions options);
 
-  // Row block b: rows [row0(b), row0(b + 1)).
+  // Row block b: rows [row0(b), row0(b + 1)); in Y (and every buffer laid out like it: partials,
+  // reduced, staging) the floats [elem0(b), elem0(b) + elems(b)), as a row of Y holds n floats.
   std::size_t row0(std::size_t b) const { return std::min(m, b * tile); }
   std::size_t rows(std::size_t b) const { return row0(b + 1) - row0(b); }
+  std::size_t elem0(std::size_t b) const { return row0(b) * n; }
+  std::size_t elems(std::size_t b) const { return rows(b) * n; }
   // Blocks are split into p contiguous ranges; rank o owns (reduces) [first_block(o),
   // first_block(o+1)).
   std::size_t first_block(int o) const;
   int owner(std::size_t b) const;
-  // out[0 .. rows(b)) = W[rows of b] * x: fp32 by OpenBLAS sgemv, bf16 by the dispatched kernel
-  // (ops/kernels/gemv.hpp). Every mode computes each element the same way.
+  // out[0 .. elems(b)) = W[rows of b] * X ([rows(b) x n] row-major): fp32 by OpenBLAS sgemv
+  // (n = 1) or sgemm (n > 1), bf16 by the dispatched kernels (ops/kernels/gemv.hpp: per column
+  // for n < 4, the batched one from 4). Every mode computes each element the same way.
   void gemv_tile(GemvWeights w, const float* x, float* out, std::size_t b) const;
   void validate(GemvWeights w, const float* x, const float* y) const;
   void run(GemvWeights w, const float* x, float* y, Mode mode);
@@ -47,13 +51,13 @@ struct GemvAllReduceImpl {
 
   OpContext ctx;
   const Topology& topo;
-  std::size_t m, k, tile = 0, blocks = 0;
+  std::size_t m, k, n, tile = 0, blocks = 0;           // n: vectors per call (columns of X and Y)
   FusedAlgorithm algorithm = FusedAlgorithm::TwoShot;  // resolved: OneShot or TwoShot
-  std::vector<float> partial;                          // sequential and shaped: this rank's W_r x_r
+  std::vector<float> partial;  // sequential and shaped: this rank's W_r X_r [M x n]
 
   // ---- fused ----
-  // Segment of each on-node rank: flags, then partials[2][p][M], then reduced[2][M]. Parity =
-  // epoch & 1 double-buffers consecutive calls. Two-shot: slot s of rank L holds rank s's partial
+  // Segment of each on-node rank: flags, then partials[2][p][M x n], then reduced[2][M x n]. Parity
+  // = epoch & 1 double-buffers consecutive calls. Two-shot: slot s of rank L holds rank s's partial
   // of the rows L owns; reduced holds L's reduced blocks. One-shot: slot L of rank L holds L's own
   // partial (its on-node peers read it there); for the blocks L leads, slot first(n) holds node n's
   // sum received from node n (first(n): node n's lowest rank, never on L's node) and reduced holds
@@ -65,10 +69,10 @@ struct GemvAllReduceImpl {
 
   float* partials(int local, int parity, int src) const {
     return ctx.region(local, partials_offset) +
-           (static_cast<std::size_t>(parity) * topo.size + src) * m;
+           (static_cast<std::size_t>(parity) * topo.size + src) * m * n;
   }
   float* reduced(int local, int parity) const {
-    return ctx.region(local, reduced_offset) + static_cast<std::size_t>(parity) * m;
+    return ctx.region(local, reduced_offset) + static_cast<std::size_t>(parity) * m * n;
   }
 
  private:

@@ -58,19 +58,19 @@ int GemvAllReduceImpl::leader(int node, std::size_t b) const {
 void GemvAllReduceImpl::one_shot_send(const WorkgroupContext& wg, const OneShotCall& call,
                                       const float* block, std::size_t b) {
   for (int n : call.peers_of)
-    call.plan.send(wg, block, static_cast<int>(rows(b)), MPI_FLOAT, leader(n, b),
+    call.plan.send(wg, block, static_cast<int>(elems(b)), MPI_FLOAT, leader(n, b),
                    static_cast<int>(b), static_cast<std::int64_t>(b),
-                   static_cast<std::int64_t>(rows(b) * sizeof(float)));
+                   static_cast<std::int64_t>(elems(b) * sizeof(float)));
 }
 
 void GemvAllReduceImpl::one_shot_compute(const WorkgroupContext& wg, const OneShotCall& call,
                                          std::size_t b) {
   const FusedPlan& plan = call.plan;
   const int me = topo.rank, my_local = topo.local_rank;
-  float* mine = partials(my_local, plan.parity(), me) + row0(b);
+  float* mine = partials(my_local, plan.parity(), me) + elem0(b);
   gemv_tile(call.w, call.x, mine, b);
   plan.release(wg, partial_flags[my_local], static_cast<std::size_t>(me) * blocks + b, me,
-               static_cast<std::int64_t>(b), static_cast<std::int64_t>(rows(b) * sizeof(float)));
+               static_cast<std::int64_t>(b), static_cast<std::int64_t>(elems(b) * sizeof(float)));
   if (!call.node_sums) one_shot_send(wg, call, mine, b);  // alone on my node: my partial goes out
 }
 
@@ -83,11 +83,11 @@ void GemvAllReduceImpl::one_shot_node_reduce(const WorkgroupContext& wg, const O
     const int s = mine[i], at = topo.local_of[s];
     plan.await(wg, s, partial_flags[at], static_cast<std::size_t>(s) * blocks + b,
                "GemvAllReduce: partial (one-shot node sum; source rank * blocks + block)");
-    sources[i] = partials(at, plan.parity(), s) + row0(b);
+    sources[i] = partials(at, plan.parity(), s) + elem0(b);
   }
-  float* sum = reduced(topo.local_rank, plan.parity()) + row0(b);
+  float* sum = reduced(topo.local_rank, plan.parity()) + elem0(b);
   reduce_n(sum, reinterpret_cast<const void* const*>(sources.data()),
-           static_cast<int>(sources.size()), rows(b), DataType::Float32, ReduceOp::Sum);
+           static_cast<int>(sources.size()), elems(b), DataType::Float32, ReduceOp::Sum);
   reduced_flags[topo.local_rank].signal(b, plan.epoch());
   wg.mark("node sum", static_cast<std::int64_t>(b), topo.rank);
   one_shot_send(wg, call, sum, b);
@@ -105,20 +105,20 @@ void GemvAllReduceImpl::one_shot_final(const WorkgroupContext& wg, const OneShot
       const std::size_t idx = static_cast<std::size_t>(first) * blocks + b;
       // An off-node leader of mine is impossible; a leader that is me waits through the proxy.
       plan.await(wg, lead == topo.rank ? leader(n, b) : lead, partial_flags[at], idx, what);
-      sources.push_back(partials(at, plan.parity(), first) + row0(b));
+      sources.push_back(partials(at, plan.parity(), first) + elem0(b));
     } else if (call.node_sums) {  // this node's sum, made by its leader of b
       plan.await(wg, lead, reduced_flags[at], b, what);
-      sources.push_back(reduced(at, plan.parity()) + row0(b));
+      sources.push_back(reduced(at, plan.parity()) + elem0(b));
     } else {  // every partial of this node, in rank order
       for (int s : topo.node_ranks[n]) {
         const int sl = topo.local_of[s];
         plan.await(wg, s, partial_flags[sl], static_cast<std::size_t>(s) * blocks + b, what);
-        sources.push_back(partials(sl, plan.parity(), s) + row0(b));
+        sources.push_back(partials(sl, plan.parity(), s) + elem0(b));
       }
     }
   }
-  reduce_n(call.y + row0(b), reinterpret_cast<const void* const*>(sources.data()),
-           static_cast<int>(sources.size()), rows(b), DataType::Float32, ReduceOp::Sum);
+  reduce_n(call.y + elem0(b), reinterpret_cast<const void* const*>(sources.data()),
+           static_cast<int>(sources.size()), elems(b), DataType::Float32, ReduceOp::Sum);
   wg.mark("block reduced", static_cast<std::int64_t>(b), topo.rank);
 }
 
@@ -152,8 +152,8 @@ void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
     if (!leads(b)) continue;
     for (int n : call.peers_of) {  // node n's sum (or its one rank's partial) of b
       const int first = topo.node_ranks[n][0];
-      plan.expect_recv(partials(my_local, plan.parity(), first) + row0(b),
-                       static_cast<int>(rows(b)), MPI_FLOAT, leader(n, b), static_cast<int>(b),
+      plan.expect_recv(partials(my_local, plan.parity(), first) + elem0(b),
+                       static_cast<int>(elems(b)), MPI_FLOAT, leader(n, b), static_cast<int>(b),
                        partial_flags[my_local], static_cast<std::size_t>(first) * blocks + b);
       plan.expect_send();
     }

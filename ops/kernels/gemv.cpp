@@ -67,18 +67,31 @@ void gemv_bf16_scalar(const std::uint16_t* w, std::size_t rows, std::size_t k, c
                       float* out) {
   gemv_scalar(w, rows, k, x, out);
 }
+void gemv_bf16_batch_scalar(const std::uint16_t* w, std::size_t rows, std::size_t k, std::size_t n,
+                            const float* x, float* out) {
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t c = 0; c < n; ++c) {
+      float acc = 0.0f;
+      for (std::size_t j = 0; j < k; ++j)
+        acc = std::fma(widen(w[i * k + j]), x[j * n + c], acc);
+      out[i * n + c] = acc;
+    }
+}
 }  // namespace detail
 
 GemvKernels gemv_kernels_for(Isa isa) noexcept {
   switch (isa) {
     case Isa::Avx512:
-      return {Isa::Avx512, detail::gemv_f32_avx512, detail::gemv_bf16_avx512};
+      return {Isa::Avx512, detail::gemv_f32_avx512, detail::gemv_bf16_avx512,
+              detail::gemv_bf16_batch_avx2};
     case Isa::Avx2:
-      return {Isa::Avx2, detail::gemv_f32_avx2, detail::gemv_bf16_avx2};
+      return {Isa::Avx2, detail::gemv_f32_avx2, detail::gemv_bf16_avx2,
+              detail::gemv_bf16_batch_avx2};
     case Isa::Scalar:
       break;
   }
-  return {Isa::Scalar, detail::gemv_f32_scalar, detail::gemv_bf16_scalar};
+  return {Isa::Scalar, detail::gemv_f32_scalar, detail::gemv_bf16_scalar,
+          detail::gemv_bf16_batch_scalar};
 }
 
 const GemvKernels& gemv_kernels() {
@@ -92,6 +105,10 @@ void gemv_f32(const float* w, std::size_t rows, std::size_t k, const float* x, f
 void gemv_bf16(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
                float* out) {
   gemv_kernels().bf16(w, rows, k, x, out);
+}
+void gemv_bf16_batch(const std::uint16_t* w, std::size_t rows, std::size_t k, std::size_t n,
+                     const float* x, float* out) {
+  gemv_kernels().bf16_batch(w, rows, k, n, x, out);
 }
 
 }  // namespace tilecomm::kernels

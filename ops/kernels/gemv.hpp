@@ -15,6 +15,12 @@
 ///    l = even[l] + odd[l]. bf16 -> fp32 is exact, but this order differs from fp32's, so the bf16
 ///    kernel equals the fp32 kernel on widened weights only to float rounding (bitwise when every
 ///    partial sum is exact, e.g. small integers).
+///
+/// Batched (bf16 only): out [rows x n] = W x with x [k x n] and out row-major, W read once for all
+/// n columns (decode of several tokens). Element (i, c) is the chain acc = fma(W[i][j], x[j][c],
+/// acc) for j = 0 .. k-1 from acc = +0 on every path (the vector path spreads columns and rows
+/// over lanes and registers, never k), so the paths agree bitwise; this order differs from the
+/// one-vector kernel's.
 
 #include <cstddef>
 #include <cstdint>
@@ -29,12 +35,17 @@ using GemvF32Fn = void (*)(const float* w, std::size_t rows, std::size_t k, cons
 /// out[0..rows) = W x, W bfloat16 bits [rows x k] row-major (fp32 accumulation).
 using GemvBf16Fn = void (*)(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
                             float* out);
+/// out[0..rows*n) = W x, W bfloat16 bits [rows x k], x [k x n], out [rows x n], row-major; out
+/// must not overlap w or x.
+using GemvBf16BatchFn = void (*)(const std::uint16_t* w, std::size_t rows, std::size_t k,
+                                 std::size_t n, const float* x, float* out);
 
 /// One ISA path's kernels.
 struct GemvKernels {
   Isa isa;
   GemvF32Fn f32;
   GemvBf16Fn bf16;
+  GemvBf16BatchFn bf16_batch;  ///< the AVX2 one on the AVX-512 path too
 };
 
 /// The kernels of path `isa` (the caller checks the CPU can run it: isa <= detected_isa()).
@@ -46,6 +57,9 @@ const GemvKernels& gemv_kernels();
 /// Dispatched entry points: gemv_kernels().f32 / .bf16.
 void gemv_f32(const float* w, std::size_t rows, std::size_t k, const float* x, float* out);
 void gemv_bf16(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x, float* out);
+/// Dispatched: gemv_kernels().bf16_batch.
+void gemv_bf16_batch(const std::uint16_t* w, std::size_t rows, std::size_t k, std::size_t n,
+                     const float* x, float* out);
 
 namespace detail {
 // The per-ISA implementations (gemv.cpp, gemv_avx2.cpp, gemv_avx512.cpp).
@@ -58,6 +72,10 @@ void gemv_bf16_avx2(const std::uint16_t* w, std::size_t rows, std::size_t k, con
 void gemv_f32_avx512(const float* w, std::size_t rows, std::size_t k, const float* x, float* out);
 void gemv_bf16_avx512(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
                       float* out);
+void gemv_bf16_batch_scalar(const std::uint16_t* w, std::size_t rows, std::size_t k, std::size_t n,
+                            const float* x, float* out);
+void gemv_bf16_batch_avx2(const std::uint16_t* w, std::size_t rows, std::size_t k, std::size_t n,
+                          const float* x, float* out);
 }  // namespace detail
 
 }  // namespace tilecomm::kernels

@@ -187,27 +187,28 @@ using PyGemm = PyOp<GemmAllToAll>;
 void bind_gemv(py::module_& m) {
   py::class_<PyGemv, std::shared_ptr<PyGemv>> cls(m, "GemvAllReduce", R"doc(
 GEMV + AllReduce (tensor-parallel decode): rank r holds W_r [m x k_local] and x_r [k_local];
-run() gives every rank y = sum over r of W_r x_r [m]. Built collectively; m must agree on every
-rank (k_local may differ). Options: tile (rows per tile, 0 = default), algorithm (collective of the
+run() gives every rank y = sum over r of W_r x_r [m]. With batch = n > 1, x_r is [k_local, n] and
+y [m, n] (n vectors per call, row-major: column c of x is vector c). Built collectively; m and
+batch must agree on every rank (k_local may differ). Options: tile (rows per tile, 0 = default), algorithm (collective of the
 sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_algorithm ("auto",
-"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output).
+"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes).
 )doc");
   cls.def(py::init([](const PyCommunicator& comm, const PyDevice& device, std::size_t m,
-                      std::size_t k_local, std::size_t tile, const std::string& algorithm,
-                      bool remote_first, int free_cus, int chunks,
+                      std::size_t k_local, std::size_t batch, std::size_t tile,
+                      const std::string& algorithm, bool remote_first, int free_cus, int chunks,
                       const std::string& fused_algorithm) {
             auto p = std::make_shared<PyGemv>(comm, device, "GemvAllReduce");
             OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks);
             o.fused_algorithm = parse_fused_algorithm(fused_algorithm);
             p->build([&](Communicator& c, Device& d) {
-              return std::make_unique<GemvAllReduce>(c, d, m, k_local, o);
+              return std::make_unique<GemvAllReduce>(c, d, m, k_local, batch, o);
             });
             return p;
           }),
           py::arg("comm"), py::arg("device"), py::arg("m"), py::arg("k_local"), py::kw_only(),
-          py::arg("tile") = 0, py::arg("algorithm") = "", py::arg("remote_first") = true,
-          py::arg("shaped_free_cus") = 1, py::arg("shaped_chunks") = 4,
-          py::arg("fused_algorithm") = "auto")
+          py::arg("batch") = 1, py::arg("tile") = 0, py::arg("algorithm") = "",
+          py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
+          py::arg("shaped_chunks") = 4, py::arg("fused_algorithm") = "auto")
       .def(
           "run",
           [](PyGemv& self, py::handle w_obj, py::handle x_obj, py::object y_obj,
@@ -217,8 +218,10 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_al
             auto w = typed_array<float>(w_obj, fn + "w", false);
             require_shape(w, {op.m(), op.k_local()}, fn + "w");
             auto x = typed_array<float>(x_obj, fn + "x", false);
-            require_shape(x, {op.k_local()}, fn + "x");
-            auto y = float_output(y_obj, {op.m()}, fn + "y");
+            const std::size_t n = op.batch();
+            using Dims = std::vector<std::size_t>;
+            require_shape(x, n == 1 ? Dims{op.k_local()} : Dims{op.k_local(), n}, fn + "x");
+            auto y = float_output(y_obj, n == 1 ? Dims{op.m()} : Dims{op.m(), n}, fn + "y");
             require_disjoint(y, {w, x}, fn + "y");
             const Mode md = parse_mode(mode);
             const float* wp = w.data();
@@ -228,10 +231,11 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_al
             return output_object(y_obj, y, is_tensor(x_obj));
           },
           py::arg("w"), py::arg("x"), py::arg("y") = py::none(), py::arg("mode") = "fused",
-          "y = sum_r W_r x_r. w: float32 [m, k_local], x: float32 [k_local], y: float32 [m] or "
-          "None (new array). Returns y.")
+          "y = sum_r W_r x_r. w: float32 [m, k_local], x: float32 [k_local] ([k_local, batch] "
+          "with batch > 1), y: float32 [m] ([m, batch]) or None (new array). Returns y.")
       .def_property_readonly("m", [](const PyGemv& p) { return p.get().m(); })
       .def_property_readonly("k_local", [](const PyGemv& p) { return p.get().k_local(); })
+      .def_property_readonly("batch", [](const PyGemv& p) { return p.get().batch(); })
       .def_property_readonly("tile_rows", [](const PyGemv& p) { return p.get().tile_rows(); })
       .def_property_readonly("fused_algorithm", [](const PyGemv& p) {
         return std::string(to_string(p.get().fused_algorithm()));

@@ -29,6 +29,23 @@ def test_gemv_allreduce(comm, device, mode, m, tile):
         np.testing.assert_array_equal(given, ref)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("n,algo", [(2, "one_shot"), (3, "two_shot"), (8, "auto")])
+def test_gemv_allreduce_batch(comm, device, mode, n, algo):
+    m = 301  # X_r [k_r, n], Y [m, n]: n vectors per call
+    ins = [(small_ints((m, 5 + 3 * r), seed=100 + r), small_ints((5 + 3 * r, n), seed=300 + r))
+           for r in range(comm.size)]
+    ref = sum(w @ x for w, x in ins)
+    w, x = ins[comm.rank]
+    with tilecomm.GemvAllReduce(comm, device, m, w.shape[1], batch=n, fused_algorithm=algo) as op:
+        assert op.batch == n
+        y = op.run(w, x, mode=mode)
+        assert y.shape == (m, n)
+        np.testing.assert_array_equal(y, ref)
+        with pytest.raises(ValueError, match=r"x must have shape"):
+            op.run(w, x[:, :1].copy())
+
+
 @pytest.mark.parametrize("algo", ["one_shot", "two_shot"])
 def test_gemv_fused_algorithms(comm, device, algo):
     m = 301

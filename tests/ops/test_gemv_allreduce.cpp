@@ -1,6 +1,6 @@
 // GemvAllReduce: every mode equals an independent reference (plain loops + MPI_Allreduce), bitwise,
 // for uneven shapes, empty inputs, repeated calls with changing data, and stragglers; with float32
-// and bfloat16 weights (small integers: exact in both).
+// and bfloat16 weights (small integers: exact in both); one vector per call and several (batch).
 #include <cstdlib>
 #include <cstring>
 
@@ -13,15 +13,17 @@ namespace {
 struct GemvCase {
   std::size_t m, k;
   std::size_t tile;
+  std::size_t batch = 1;  // n: X is [k x n], Y [m x n], row-major
 };
 
 std::vector<float> reference(const std::vector<float>& w, const std::vector<float>& x,
-                             std::size_t m, std::size_t k) {
-  std::vector<float> part(m, 0.0f), y(m);
+                             std::size_t m, std::size_t k, std::size_t n) {
+  std::vector<float> part(m * n, 0.0f), y(m * n);
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < k; ++j)
-      part[i] += w[i * k + j] * x[j];
-  MPI_Allreduce(part.data(), y.data(), static_cast<int>(m), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      for (std::size_t c = 0; c < n; ++c)
+        part[i * n + c] += w[i * k + j] * x[j * n + c];
+  MPI_Allreduce(part.data(), y.data(), static_cast<int>(m * n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   return y;
 }
 
@@ -31,25 +33,27 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls,
                 Weights weights = Weights::F32, FusedAlgorithm algorithm = FusedAlgorithm::Auto) {
   const int r = comm.rank();
   const std::size_t k = c.k + static_cast<std::size_t>(r % 3);  // K_r differs per rank
+  const std::size_t n = c.batch;
   OpOptions opt;
   opt.tile = c.tile;
   opt.fused_algorithm = algorithm;
-  GemvAllReduce op(comm, dev, c.m, k, opt);
+  GemvAllReduce op(comm, dev, c.m, k, n, opt);
+  EXPECT_EQ(op.batch(), n);
   if (algorithm != FusedAlgorithm::Auto) EXPECT_EQ(op.fused_algorithm(), algorithm);
   Straggler straggler(dev, 17u + r);
   for (int call = 0; call < calls; ++call) {
-    std::vector<float> w(c.m * k), x(k);
+    std::vector<float> w(c.m * k), x(k * n);
     for (std::size_t i = 0; i < w.size(); ++i)
       w[i] = small_int(i * 31 + r * 7 + call);
-    for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t i = 0; i < x.size(); ++i)
       x[i] = small_int(i + 1000 * call + r);
     std::vector<bfloat16> w16(w.size());
     for (std::size_t i = 0; i < w.size(); ++i)
       w16[i] = bfloat16(w[i]);  // exact: small integers
     const bool bf16 = weights == Weights::Bf16 || (weights == Weights::Alternate && call % 2 == 1);
-    const std::vector<float> ref = reference(w, x, c.m, k);
+    const std::vector<float> ref = reference(w, x, c.m, k, n);
     for (Mode mode : kModes) {
-      std::vector<float> y(c.m, -12345.0f);
+      std::vector<float> y(c.m * n, -12345.0f);
       straggler.before_call();
       if (bf16)
         op.run(w16.data(), x.data(), y.data(), mode);
@@ -57,10 +61,10 @@ void check_case(Communicator& comm, Device& dev, GemvCase c, int calls,
         op.run(w.data(), x.data(), y.data(), mode);
       straggler.after_call();
       int wrong = 0;
-      for (std::size_t i = 0; i < c.m; ++i)
+      for (std::size_t i = 0; i < y.size(); ++i)
         wrong += y[i] != ref[i];
       EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " (" << to_string(op.fused_algorithm())
-                          << ") m " << c.m << " k " << k << " call " << call
+                          << ") m " << c.m << " k " << k << " batch " << n << " call " << call
                           << (bf16 ? " bf16" : " fp32");
     }
   }
@@ -119,47 +123,125 @@ TEST(GemvAllReduce, FusedAlgorithmIsRefusedByOtherOperators) {
 // Issue 12: switching modes never changes a bit. Random floats (every order of additions gives
 // different bits); the want is the documented canonical fold (node sums in node order, each in
 // ascending rank order) of every rank's partial W_r x_r, computed here with plain additions.
-TEST(GemvAllReduce, EveryModeAndProtocolGivesTheCanonicalBitsOnRandomFloats) {
-  Communicator comm(MPI_COMM_WORLD);
-  Device dev(test_device_config());
+// bf16: the weights rounded to bfloat16, through the bf16 kernel. The want is folded from each
+// context's own partials (bench::compute_only): with n > 1, OpenBLAS's sgemm may round a row's
+// partial differently depending on where the row falls in a tile (its edge kernels), and the two
+// protocols' default tiles differ. With n = 1 (sgemv, row by row) both contexts' partials must be
+// identical, as before the batch existed.
+void check_canonical_bits(Communicator& comm, Device& dev, std::size_t n,
+                          std::initializer_list<std::size_t> ms, bool bf16 = false) {
   const int r = comm.rank(), p = comm.size();
-  for (std::size_t m : {std::size_t{3001}, std::size_t{70001}}) {
-    const std::size_t k = 37 + static_cast<std::size_t>(r);
+  for (std::size_t rows : ms) {
+    const std::size_t k = 37 + static_cast<std::size_t>(r), m = rows * n;  // m: floats of Y
     std::mt19937 gen(1234u + static_cast<unsigned>(r) + static_cast<unsigned>(m));
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> w(m * k), x(k);
+    std::vector<float> w(rows * k), x(k * n);
     for (float& v : w)
       v = dist(gen);
     for (float& v : x)
       v = dist(gen);
+    std::vector<bfloat16> w16(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w16[i] = bfloat16(w[i]);
     OpOptions one, two;
     one.fused_algorithm = FusedAlgorithm::OneShot;
     two.fused_algorithm = FusedAlgorithm::TwoShot;
-    GemvAllReduce a(comm, dev, m, k, one), b(comm, dev, m, k, two);
-    std::vector<float> partial(m), all(m * p), want(m), node(m);
-    bench::compute_only(a, w.data(), x.data(), partial.data());
-    MPI_Allgather(partial.data(), static_cast<int>(m), MPI_FLOAT, all.data(), static_cast<int>(m),
-                  MPI_FLOAT, MPI_COMM_WORLD);
-    for (int n = 0; n < comm.num_nodes(); ++n) {
-      bool first = true;
-      for (int q = 0; q < p; ++q) {
-        if (comm.node_of(q) != n) continue;
+    GemvAllReduce a(comm, dev, rows, k, n, one), b(comm, dev, rows, k, n, two);
+    std::vector<float> first_partial;
+    for (GemvAllReduce* op : {&a, &b}) {
+      std::vector<float> partial(m), all(m * p), want(m), node(m);
+      if (bf16)
+        bench::compute_only(*op, w16.data(), x.data(), partial.data());
+      else
+        bench::compute_only(*op, w.data(), x.data(), partial.data());
+      if (first_partial.empty())
+        first_partial = partial;
+      else if (n == 1 || bf16)  // row by row: the tiling cannot matter
+        EXPECT_EQ(std::memcmp(partial.data(), first_partial.data(), m * sizeof(float)), 0)
+            << "partials of the two contexts differ, m " << rows << ", batch " << n;
+      MPI_Allgather(partial.data(), static_cast<int>(m), MPI_FLOAT, all.data(), static_cast<int>(m),
+                    MPI_FLOAT, MPI_COMM_WORLD);
+      for (int nd = 0; nd < comm.num_nodes(); ++nd) {
+        bool first = true;
+        for (int q = 0; q < p; ++q) {
+          if (comm.node_of(q) != nd) continue;
+          for (std::size_t i = 0; i < m; ++i)
+            node[i] = first ? all[q * m + i] : node[i] + all[q * m + i];
+          first = false;
+        }
         for (std::size_t i = 0; i < m; ++i)
-          node[i] = first ? all[q * m + i] : node[i] + all[q * m + i];
-        first = false;
+          want[i] = nd == 0 ? node[i] : want[i] + node[i];
       }
-      for (std::size_t i = 0; i < m; ++i)
-        want[i] = n == 0 ? node[i] : want[i] + node[i];
-    }
-    for (int call = 0; call < 2; ++call)
-      for (GemvAllReduce* op : {&a, &b})
+      for (int call = 0; call < 2; ++call)
         for (Mode mode : kModes) {
           std::vector<float> y(m, -3.0f);
-          op->run(w.data(), x.data(), y.data(), mode);
+          if (bf16)
+            op->run(w16.data(), x.data(), y.data(), mode);
+          else
+            op->run(w.data(), x.data(), y.data(), mode);
           EXPECT_EQ(std::memcmp(y.data(), want.data(), m * sizeof(float)), 0)
-              << "m " << m << ", call " << call << ", mode " << to_string(mode) << ", protocol "
-              << to_string(op->fused_algorithm());
+              << (bf16 ? "bf16" : "fp32") << ", m " << rows << ", batch " << n << ", call " << call
+              << ", mode " << to_string(mode) << ", protocol " << to_string(op->fused_algorithm());
         }
+    }
+  }
+}
+
+TEST(GemvAllReduce, EveryModeAndProtocolGivesTheCanonicalBitsOnRandomFloats) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_canonical_bits(comm, dev, 1, {3001, 70001});
+}
+
+// Several vectors per call (X is [K_r x n], Y [M x n]): float32 goes through sgemm, bfloat16
+// through the bf16 kernel once per column; the modes and protocols still agree bitwise.
+TEST(GemvAllReduce, BatchGivesTheCanonicalBitsOnRandomFloats) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  for (std::size_t n : {2, 3, 8})
+    for (bool bf16 : {false, true})
+      check_canonical_bits(comm, dev, n, {1001, 9001}, bf16);
+}
+
+TEST(GemvAllReduce, BatchMatchesReferenceInEveryMode) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  for (std::size_t n : {1, 2, 3, 8}) {
+    for (GemvCase c : {GemvCase{1, 5, 0, n}, GemvCase{7, 3, 0, n}, GemvCase{1000, 33, 0, n},
+                       GemvCase{1001, 9, 16, n}, GemvCase{3, 4, 1, n}})
+      for (FusedAlgorithm a : {FusedAlgorithm::OneShot, FusedAlgorithm::TwoShot})
+        check_case(comm, dev, c, 2, Weights::Alternate, a);
+    check_case(comm, dev, {300, 76, 0, n}, 2, Weights::Bf16);
+  }
+  // 9000 x 8 floats = 288 KB of payload: Auto picks two-shot, though 9000 floats would be one-shot.
+  check_case(comm, dev, {9000, 2, 0, 8}, 2);
+}
+
+TEST(GemvAllReduce, AutoPicksTheProtocolByPayloadBytes) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  EXPECT_EQ(GemvAllReduce(comm, dev, 8192, 8, 8).fused_algorithm(), FusedAlgorithm::OneShot);
+  EXPECT_EQ(GemvAllReduce(comm, dev, 8193, 8, 8).fused_algorithm(), FusedAlgorithm::TwoShot);
+  EXPECT_EQ(GemvAllReduce(comm, dev, 65536, 8, 1).fused_algorithm(), FusedAlgorithm::OneShot);
+}
+
+TEST(GemvAllReduce, BadBatchRaises) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  try {
+    GemvAllReduce op(comm, dev, 8, 4, 0);
+    FAIL() << "batch 0 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("batch = 0"), std::string::npos) << e.what();
+  }
+  if (comm.size() == 1) return;
+  try {
+    GemvAllReduce op(comm, dev, 8, 4, comm.rank() == 1 ? 3 : 2);
+    FAIL() << "batches that differ across ranks accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Mismatch);
+    EXPECT_NE(std::string(e.what()).find("batch differs"), std::string::npos) << e.what();
   }
 }
 

@@ -78,6 +78,38 @@ TEST(GemvKernel, EveryPathEqualsScalarBitwise) {
   }
 }
 
+// The batched bf16 kernel: every path (scalar included) equals a plain chain of std::fma per
+// output element, bitwise, for n below, at and past a vector of 8 columns, rows around the 8-row
+// blocks, and several K.
+TEST(GemvKernel, Bf16BatchIsTheFmaChainOnEveryPath) {
+  std::vector<Isa> paths = runnable_paths();
+  paths.insert(paths.begin(), Isa::Scalar);
+  for (std::size_t n : {2, 3, 8, 9, 17})
+    for (std::size_t k : {1, 17, 300})
+      for (std::size_t rows : {1, 7, 8, 9, 19}) {
+        const Data d = random_data(rows, k * n, static_cast<unsigned>(n * 1000 + k * 10 + rows));
+        // W: the first rows x k bf16 weights; x: k x n random floats
+        const std::vector<float> x(d.w.begin(), d.w.begin() + static_cast<std::ptrdiff_t>(k * n));
+        std::vector<float> want(rows * n);
+        for (std::size_t i = 0; i < rows; ++i)
+          for (std::size_t c = 0; c < n; ++c) {
+            float acc = 0.0f;
+            for (std::size_t j = 0; j < k; ++j)
+              acc = std::fma(widen(d.w16[i * k + j]), x[j * n + c], acc);
+            want[i * n + c] = acc;
+          }
+        for (Isa isa : paths) {
+          std::vector<float> got(rows * n + 1, -1.0f);  // + 1: nothing written past the end
+          gemv_kernels_for(isa).bf16_batch(d.w16.data(), rows, k, n, x.data(), got.data());
+          int wrong = 0;
+          for (std::size_t i = 0; i < want.size(); ++i)
+            wrong += !same_bits(got[i], want[i]);
+          EXPECT_EQ(wrong, 0) << to_string(isa) << " n " << n << " k " << k << " rows " << rows;
+          EXPECT_EQ(got.back(), -1.0f) << to_string(isa) << " wrote past out";
+        }
+      }
+}
+
 TEST(GemvKernel, ScalarIsCloseToDoublePrecision) {
   const GemvKernels ref = gemv_kernels_for(Isa::Scalar);
   for (std::size_t k : kTails) {

@@ -89,7 +89,9 @@ def _forward_only(name, out, *tensors):
 class RowParallelLinear(torch.nn.Module):
     """y = x W^T + b with W [out_features, in_features] split along in_features: this rank holds
     weight [out_features, k_local] (columns [k_begin, k_end)), and forward sums every rank's
-    partial product with GemvAllReduce, one token at a time (decode: one or a few tokens).
+    partial product with GemvAllReduce, all of a call's tokens at once (decode: one or a few
+    tokens; n tokens are one GemvAllReduce with batch n, a context per n built on first use, so
+    every rank must call forward with the same number of tokens, as tensor parallelism does).
 
     forward(x): x [..., in_features] (the full input, the same on every rank; this rank reads its
     columns) or, with input_is_parallel=True, [..., k_local] (this rank's slice). Returns
@@ -107,6 +109,7 @@ class RowParallelLinear(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.zeros(out_features, k_local))
         self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
         self.op = tilecomm.GemvAllReduce(self.comm, self.device, out_features, k_local)
+        self._batched = {}  # n > 1 -> GemvAllReduce with batch n
 
     @classmethod
     def from_full(cls, weight, bias=None, **kwargs):
@@ -128,9 +131,18 @@ class RowParallelLinear(torch.nn.Module):
             xs = xs[:, self.k_begin:self.k_end]
         xs = xs.contiguous()
         w = self.weight.detach()
-        y = torch.empty(xs.shape[0], self.out_features)
-        for t in range(xs.shape[0]):
-            self.op.run(w, xs[t], y[t], self.mode)
+        n = xs.shape[0]
+        if n == 1:
+            y = self.op.run(w, xs[0], None, self.mode).reshape(1, self.out_features)
+        elif n > 1:
+            op = self._batched.get(n)
+            if op is None:  # collective: every rank gets here with the same n
+                op = self._batched[n] = tilecomm.GemvAllReduce(
+                    self.comm, self.device, self.out_features, xs.shape[1], batch=n)
+            # GemvAllReduce takes X [k_local, n] and gives Y [out_features, n], row-major
+            y = op.run(w, xs.t().contiguous(), None, self.mode).t()
+        else:
+            y = torch.empty(0, self.out_features)
         if self.bias is not None:
             y += self.bias.detach()
         y = y.reshape(*lead, self.out_features)
