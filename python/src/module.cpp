@@ -146,19 +146,23 @@ leaving a `with` block) waits for its work and joins them. Operator contexts kee
 void bind_communicator(py::module_& m) {
   py::class_<PyCommunicator, std::shared_ptr<PyCommunicator>>(m, "Communicator", R"doc(
 A tilecomm communicator built collectively from an mpi4py communicator (which it duplicates).
-MPI must be initialised with MPI_THREAD_MULTIPLE (mpi4py's default). `shm_bytes`, `node_size` and
-`timeout_s` are CommConfig's fields (0 / -1 / -1: the TILECOMM_* environment defaults;
-node_size > 0 makes pretend nodes of that many ranks, so off-node paths run on one host).
+MPI must be initialised with MPI_THREAD_MULTIPLE (mpi4py's default). `shm_bytes`, `node_size`,
+`timeout_s` and `check` are CommConfig's fields (0 / -1 / -1 / -1: the TILECOMM_* environment
+defaults; node_size > 0 makes pretend nodes of that many ranks, so off-node paths run on one host;
+check = 1 is verify mode: every call's arguments are compared across ranks first, so a mismatch
+is reported on every rank and leaves the communicator usable).
 Every rank makes the same calls in the same order. close() (or leaving a `with` block) is
 collective: the communicator is freed once no operator context uses it.
 )doc")
-      .def(py::init([](py::handle comm, std::size_t shm_bytes, int node_size, double timeout_s) {
+      .def(py::init([](py::handle comm, std::size_t shm_bytes, int node_size, double timeout_s,
+                       int check) {
              MPI_Comm c = mpi_comm_from(comm);
              require_thread_multiple();
              CommConfig config;
              config.shm_bytes = shm_bytes;
              config.node_size = node_size;
              config.timeout_s = timeout_s;
+             config.check = check;
              auto state = std::make_shared<CommState>();
              {
                py::gil_scoped_release nogil;
@@ -170,7 +174,7 @@ collective: the communicator is freed once no operator context uses it.
            }),
            py::arg("comm"), py::arg("shm_bytes") = CommConfig{}.shm_bytes,
            py::arg("node_size") = CommConfig{}.node_size,
-           py::arg("timeout_s") = CommConfig{}.timeout_s)
+           py::arg("timeout_s") = CommConfig{}.timeout_s, py::arg("check") = CommConfig{}.check)
       .def_property_readonly("rank", [](const PyCommunicator& c) { return c.get().comm->rank(); })
       .def_property_readonly("size", [](const PyCommunicator& c) { return c.get().comm->size(); })
       .def_property_readonly("node", [](const PyCommunicator& c) { return c.get().comm->node(); })
