@@ -5,7 +5,8 @@
 // EmbeddingAllToAll also takes bfloat16 tables (torch.bfloat16 tensors, or uint16/int16 arrays
 // with table_dtype="bfloat16", as the collectives' dtype="bfloat16") and has output(), a numpy
 // view of its zero-copy output in the shared segment.
-// run(..., mode="fused") takes "sequential" | "shaped" | "fused"; the output argument is either
+// run(..., mode="fused") takes "sequential" | "shaped" | "fused" | "auto" (auto_choice: the
+// settled mode's name, None while trying); the output argument is either
 // None (a new array is returned) or an exact-dtype, C-contiguous, writeable array of the right
 // shape that does not overlap the inputs (it is filled and returned). Data inputs must be float32
 // and C-contiguous (no silent copies); embedding indices/offsets may be any integer dtype (copied
@@ -22,14 +23,23 @@ namespace tilecomm::python {
 namespace {
 
 OpOptions op_options(std::size_t tile, const std::string& algorithm, bool remote_first,
-                     int shaped_free_cus, int shaped_chunks) {
+                     int shaped_free_cus, int shaped_chunks, const std::string& shaped_policy,
+                     int auto_rounds) {
   OpOptions o;
   o.tile = tile;
   o.algorithm = algorithm;
   o.remote_first = remote_first;
   o.shaped.free_cus = shaped_free_cus;
   o.shaped.chunks = shaped_chunks;
+  o.shaped.policy = parse_shaped_policy(shaped_policy);
+  o.auto_rounds = auto_rounds;
   return o;
+}
+
+/// Mode::Auto's settled mode as Python sees it: its name, or None while still trying modes.
+py::object auto_choice_object(std::optional<Mode> m) {
+  if (!m) return py::none();
+  return py::str(std::string(to_string(*m)));
 }
 
 /// An operator context as Python holds it. Members are destroyed op first, so the context never
@@ -191,14 +201,18 @@ run() gives every rank y = sum over r of W_r x_r [m]. With batch = n > 1, x_r is
 y [m, n] (n vectors per call, row-major: column c of x is vector c). Built collectively; m and
 batch must agree on every rank (k_local may differ). Options: tile (rows per tile, 0 = default), algorithm (collective of the
 sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_algorithm ("auto",
-"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes).
+"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes),
+shaped_policy ("lds", "cu_mask": a dedicated communication CU, "nonblocking": the host posts each
+chunk's collective), auto_rounds (mode="auto": measured rounds before settling; see auto_choice).
 )doc");
   cls.def(py::init([](const PyCommunicator& comm, const PyDevice& device, std::size_t m,
                       std::size_t k_local, std::size_t batch, std::size_t tile,
                       const std::string& algorithm, bool remote_first, int free_cus, int chunks,
-                      const std::string& fused_algorithm) {
+                      const std::string& fused_algorithm, const std::string& policy,
+                      int auto_rounds) {
             auto p = std::make_shared<PyGemv>(comm, device, "GemvAllReduce");
-            OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks);
+            OpOptions o =
+                op_options(tile, algorithm, remote_first, free_cus, chunks, policy, auto_rounds);
             o.fused_algorithm = parse_fused_algorithm(fused_algorithm);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<GemvAllReduce>(c, d, m, k_local, batch, o);
@@ -208,7 +222,8 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_al
           py::arg("comm"), py::arg("device"), py::arg("m"), py::arg("k_local"), py::kw_only(),
           py::arg("batch") = 1, py::arg("tile") = 0, py::arg("algorithm") = "",
           py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
-          py::arg("shaped_chunks") = 4, py::arg("fused_algorithm") = "auto")
+          py::arg("shaped_chunks") = 4, py::arg("fused_algorithm") = "auto",
+          py::arg("shaped_policy") = "lds", py::arg("auto_rounds") = 2)
       .def(
           "run",
           [](PyGemv& self, py::handle w_obj, py::handle x_obj, py::object y_obj,
@@ -236,6 +251,8 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_al
       .def_property_readonly("m", [](const PyGemv& p) { return p.get().m(); })
       .def_property_readonly("k_local", [](const PyGemv& p) { return p.get().k_local(); })
       .def_property_readonly("batch", [](const PyGemv& p) { return p.get().batch(); })
+      .def_property_readonly(
+          "auto_choice", [](const PyGemv& p) { return auto_choice_object(p.get().auto_choice()); })
       .def_property_readonly("tile_rows", [](const PyGemv& p) { return p.get().tile_rows(); })
       .def_property_readonly("fused_algorithm", [](const PyGemv& p) {
         return std::string(to_string(p.get().fused_algorithm()));
@@ -254,7 +271,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
   cls.def(py::init([](const PyCommunicator& comm, const PyDevice& device, py::handle table_rows,
                       std::size_t dim, std::size_t global_batch, const std::string& pooling,
                       std::size_t tile, const std::string& algorithm, bool remote_first,
-                      int free_cus, int chunks) {
+                      int free_cus, int chunks, const std::string& policy, int auto_rounds) {
             std::vector<std::size_t> rows =
                 counts_from(table_rows, "tilecomm.EmbeddingAllToAll: table_rows");
             Pooling pool;
@@ -267,7 +284,8 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
                                     "' is not one of: sum, mean");
             auto p = std::make_shared<PyEmb>(comm, device, "EmbeddingAllToAll");
             p->dims = rows;
-            const OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks);
+            const OpOptions o =
+                op_options(tile, algorithm, remote_first, free_cus, chunks, policy, auto_rounds);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<EmbeddingAllToAll>(c, d, rows, dim, global_batch, pool, o);
             });
@@ -276,7 +294,8 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
           py::arg("comm"), py::arg("device"), py::arg("table_rows"), py::arg("dim"),
           py::arg("global_batch"), py::arg("pooling") = "sum", py::kw_only(), py::arg("tile") = 0,
           py::arg("algorithm") = "", py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
-          py::arg("shaped_chunks") = 4)
+          py::arg("shaped_chunks") = 4, py::arg("shaped_policy") = "lds",
+          py::arg("auto_rounds") = 2)
       .def(
           "run",
           [](PyEmb& self, py::handle tables_obj, py::handle indices_obj, py::handle offsets_obj,
@@ -378,6 +397,8 @@ view, raises tilecomm.Error(InvalidArgument). Never use it after close().
       .def_property_readonly("batch_begin", [](const PyEmb& p) { return p.get().batch_begin(); })
       .def_property_readonly("dim", [](const PyEmb& p) { return p.get().dim(); })
       .def_property_readonly("tile_bags", [](const PyEmb& p) { return p.get().tile_bags(); })
+      .def_property_readonly(
+          "auto_choice", [](const PyEmb& p) { return auto_choice_object(p.get().auto_choice()); })
       .def_property_readonly("table_rows", [](const PyEmb& p) { return p.dims; });
   add_lifetime(cls);
 }
@@ -393,10 +414,12 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
   cls.def(py::init([](const PyCommunicator& comm, const PyDevice& device, std::size_t local_experts,
                       std::size_t k, std::size_t n, std::size_t max_rows_in,
                       std::size_t max_rows_out, std::size_t tile, const std::string& algorithm,
-                      bool remote_first, int free_cus, int chunks) {
+                      bool remote_first, int free_cus, int chunks, const std::string& policy,
+                      int auto_rounds) {
             auto p = std::make_shared<PyGemm>(comm, device, "GemmAllToAll");
             p->dims = {k, n};
-            const OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks);
+            const OpOptions o =
+                op_options(tile, algorithm, remote_first, free_cus, chunks, policy, auto_rounds);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<GemmAllToAll>(c, d, local_experts, k, n, max_rows_in,
                                                     max_rows_out, o);
@@ -406,7 +429,8 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
           py::arg("comm"), py::arg("device"), py::arg("local_experts"), py::arg("k"), py::arg("n"),
           py::arg("max_rows_in"), py::arg("max_rows_out"), py::kw_only(), py::arg("tile") = 0,
           py::arg("algorithm") = "", py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
-          py::arg("shaped_chunks") = 4)
+          py::arg("shaped_chunks") = 4, py::arg("shaped_policy") = "lds",
+          py::arg("auto_rounds") = 2)
       .def(
           "run",
           [](PyGemm& self, py::handle weights_obj, py::handle x_obj, py::handle recv_obj,
@@ -449,6 +473,8 @@ send_counts[g]: rows this rank routed to global expert g. y: float32 [sum(send_c
       .def_property_readonly("first_expert", [](const PyGemm& p) { return p.get().first_expert(); })
       .def_property_readonly("local_experts",
                              [](const PyGemm& p) { return p.get().local_experts(); })
+      .def_property_readonly(
+          "auto_choice", [](const PyGemm& p) { return auto_choice_object(p.get().auto_choice()); })
       .def_property_readonly("tile_rows", [](const PyGemm& p) { return p.get().tile_rows(); })
       .def_property_readonly("tile_cols", [](const PyGemm& p) { return p.get().tile_cols(); })
       .def_property_readonly("k", [](const PyGemm& p) { return p.dims[0]; })

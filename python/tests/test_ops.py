@@ -97,6 +97,34 @@ def test_gemv_errors(comm, device):
         op.run(w, x)
 
 
+def test_gemv_auto_settles_on_one_mode_everywhere(comm, device):
+    """mode="auto": a warm-up round and auto_rounds timed rounds over the three modes, every
+    result exact; then auto_choice names the same mode on every rank."""
+    m = 128
+    ref = sum(w @ x for w, x in (gemv_inputs(r, m) for r in range(comm.size)))
+    w, x = gemv_inputs(comm.rank, m)
+    with tilecomm.GemvAllReduce(comm, device, m, w.shape[1], auto_rounds=1) as op:
+        for call in range(8):  # calls 0-5 try the modes (3 warm-up + 3 timed); then settled
+            assert (op.auto_choice is None) == (call < 6), call
+            np.testing.assert_array_equal(op.run(w, x, mode="auto"), ref)
+        choice = op.auto_choice
+        assert choice in ("sequential", "shaped", "fused")
+        assert MPI.COMM_WORLD.allgather(choice) == [choice] * comm.size
+
+
+@pytest.mark.parametrize("policy", ["lds", "cu_mask", "nonblocking"])
+def test_shaped_policies_match_sequential(comm, policy):
+    m = 301
+    dev = tilecomm.Device(cus=2, slots=2)  # cu_mask needs a second CU
+    ref = sum(w @ x for w, x in (gemv_inputs(r, m) for r in range(comm.size)))
+    w, x = gemv_inputs(comm.rank, m)
+    with tilecomm.GemvAllReduce(comm, dev, m, w.shape[1], tile=16, shaped_policy=policy) as op:
+        np.testing.assert_array_equal(op.run(w, x, mode="shaped"), ref)
+    with pytest.raises(tilecomm.Error, match="not one of: lds, cu_mask, nonblocking"):
+        tilecomm.GemvAllReduce(comm, dev, m, w.shape[1], shaped_policy="cores")
+    dev.close()
+
+
 def test_gemv_shape_mismatch_raises_on_every_rank(comm, device):
     if comm.size == 1:
         pytest.skip("needs two ranks")

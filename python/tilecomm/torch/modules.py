@@ -9,8 +9,9 @@ MoEExperts           expert-parallel experts, forward = dispatch (all-to-all of 
 Every module is built collectively (its operator context is) on `comm`: a tilecomm.Communicator,
 the ProcessGroupTilecomm of a "tilecomm" torch group, or None (the world group when
 torch.distributed runs the tilecomm backend, else one Communicator over MPI_COMM_WORLD shared by
-the modules). `device` is a tilecomm.Device (None: one shared default). `mode`: "auto" (= "fused"
-until a tuner exists), "sequential", "shaped" or "fused". Parameters are float32 and hold this
+the modules). `device` is a tilecomm.Device (None: one shared default). `mode`: "auto" (the
+operator's Mode::Auto: the first forward calls try each mode, then every rank keeps the fastest;
+`module.op.auto_choice` names it), "sequential", "shaped" or "fused". Parameters are float32 and hold this
 rank's shard (ShardedEmbeddingBags: float32 or bfloat16); from_full() builds a module from the
 whole weights (the same on every rank).
 
@@ -55,7 +56,7 @@ def _device(device):
 def _mode(mode):
     if mode not in _MODES:
         raise ValueError(f"mode '{mode}' is not one of: {', '.join(_MODES)}")
-    return "fused" if mode == "auto" else mode
+    return mode
 
 
 def _split(n, parts, i):
