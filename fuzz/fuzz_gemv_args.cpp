@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const float* w = place(m * k);
   const float* x = place(k);
   float* y = place(m);
-  const Mode mode = static_cast<Mode>(in.byte() % 4);  // 3: not a Mode
+  const Mode mode = static_cast<Mode>(in.byte() % 5);  // 4: not a Mode
   const std::vector<float> before = arena;
   // The reference, from the inputs as they are before the call.
   std::vector<float> ref(m, 0.0f);
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
   if (m > 0) {
     fuzz::require(disjoint(y, m, w, m * k) && disjoint(y, m, x, k), "y disjoint from w and x");
-    fuzz::require(static_cast<unsigned>(mode) <= static_cast<unsigned>(Mode::Fused), "mode valid");
+    fuzz::require(static_cast<unsigned>(mode) <= static_cast<unsigned>(Mode::Auto), "mode valid");
   }
   for (std::size_t i = 0; i < kArena; ++i) {
     const float* p = arena.data() + i;
