@@ -26,7 +26,7 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// Auto: the context's first calls try sequential, shaped and fused in turn (one warm-up round,
 /// then OpOptions::auto_rounds measured rounds); then every rank settles on the same mode for good:
 /// the one with the lowest median of the slowest rank's call time, where a mode other than
-/// sequential must beat sequential by 2 % (noise margin). Settling costs one small AllReduce, once.
+/// sequential must beat sequential by 5 % (noise margin). Settling costs one small AllReduce, once.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
 /// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
 /// calls with an explicit mode in between are neither timed nor counted.
@@ -96,7 +96,7 @@ struct OpOptions {
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
   /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1. Must be equal
   /// on every rank.
-  int auto_rounds = 2;
+  int auto_rounds = 3;
 };
 
 }  // namespace tilecomm

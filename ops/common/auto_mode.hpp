@@ -21,7 +21,7 @@ inline constexpr Mode kAutoCandidates[] = {Mode::Sequential, Mode::Shaped, Mode:
 
 /// How much faster than sequential another mode must measure to be chosen: the noise margin that
 /// keeps Auto from settling on a mode that is no faster (sequential is the simplest path).
-inline constexpr double kAutoMargin = 0.02;
+inline constexpr double kAutoMargin = 0.05;
 
 /// The mode to settle on, from the slowest rank's time of each measured call in schedule order
 /// (rounds x the candidates): per mode the median of its calls; the fastest median wins, but a

@@ -223,7 +223,7 @@ chunk's collective), auto_rounds (mode="auto": measured rounds before settling; 
           py::arg("batch") = 1, py::arg("tile") = 0, py::arg("algorithm") = "",
           py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
           py::arg("shaped_chunks") = 4, py::arg("fused_algorithm") = "auto",
-          py::arg("shaped_policy") = "lds", py::arg("auto_rounds") = 2)
+          py::arg("shaped_policy") = "lds", py::arg("auto_rounds") = 3)
       .def(
           "run",
           [](PyGemv& self, py::handle w_obj, py::handle x_obj, py::object y_obj,
@@ -295,7 +295,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
           py::arg("global_batch"), py::arg("pooling") = "sum", py::kw_only(), py::arg("tile") = 0,
           py::arg("algorithm") = "", py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
           py::arg("shaped_chunks") = 4, py::arg("shaped_policy") = "lds",
-          py::arg("auto_rounds") = 2)
+          py::arg("auto_rounds") = 3)
       .def(
           "run",
           [](PyEmb& self, py::handle tables_obj, py::handle indices_obj, py::handle offsets_obj,
@@ -430,7 +430,7 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
           py::arg("max_rows_in"), py::arg("max_rows_out"), py::kw_only(), py::arg("tile") = 0,
           py::arg("algorithm") = "", py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
           py::arg("shaped_chunks") = 4, py::arg("shaped_policy") = "lds",
-          py::arg("auto_rounds") = 2)
+          py::arg("auto_rounds") = 3)
       .def(
           "run",
           [](PyGemm& self, py::handle weights_obj, py::handle x_obj, py::handle recv_obj,

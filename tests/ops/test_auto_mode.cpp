@@ -29,13 +29,13 @@ TEST(AutoModeChoice, MediansNotMeansDecide) {
   EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 8}, {10, 12, 50}, {10, 12, 8}})), Mode::Fused);
   // Sequential's outlier does not make it lose: its median stays 10.
   EXPECT_EQ(choose_auto_mode(rounds({{90, 12, 11}, {10, 12, 11}, {10, 12, 11}})), Mode::Sequential);
-  // Even count: the median is the mean of the middle two (fused: 9.5 < 0.98 x 10).
-  EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 9}, {10, 12, 10}})), Mode::Fused);
+  // Even count: the median is the mean of the middle two (fused: 9 < 0.95 x 10).
+  EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 8.5}, {10, 12, 9.5}})), Mode::Fused);
 }
 
 TEST(AutoModeChoice, ANonSequentialModeMustBeatSequentialByTheMargin) {
-  EXPECT_EQ(choose_auto_mode(rounds({{100, 120, 98.5}})), Mode::Sequential);  // 1.5 % faster
-  EXPECT_EQ(choose_auto_mode(rounds({{100, 120, 97.5}})), Mode::Fused);       // 2.5 % faster
+  EXPECT_EQ(choose_auto_mode(rounds({{100, 120, 96}})), Mode::Sequential);  // 4 % faster
+  EXPECT_EQ(choose_auto_mode(rounds({{100, 120, 94}})), Mode::Fused);       // 6 % faster
   // Shaped and fused both beat the margin: the lower median wins; an exact tie goes to shaped,
   // the earlier candidate.
   EXPECT_EQ(choose_auto_mode(rounds({{100, 90, 80}})), Mode::Fused);
