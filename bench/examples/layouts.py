@@ -12,6 +12,10 @@ by run, so both see the same machine load.
 
   bench/examples/layouts.py --build build [--build /tmp/base/build] [--layouts np2,np4,2x1,2x2]
                             [--examples 01,02,03] [--rate 1gbit] [--repeat 1] [--mode fused]
+                            [--steps N]
+
+--mode auto compares Mode::Auto with sequential and adds the mode(s) Auto settled on (it tries
+the modes on a context's first 12 calls, so give it --steps 30 or more).
 """
 import argparse
 import os
@@ -30,6 +34,7 @@ LINE = re.compile(
     r"\(x([\d.]+) \[([\d.]+), ([\d.]+)\]"
 )
 SECTION = re.compile(r"^\s*(top-\d+):")
+SETTLED = re.compile(r"auto (settled on \w+|still trying)")
 
 
 def command(build, layout, program, args, rate):
@@ -40,6 +45,12 @@ def command(build, layout, program, args, rate):
     nodes, per_node = layout.split("x")
     return [os.path.join(ROOT, "tools", "cluster", "cluster.sh"), "--nodes", nodes,
             "--ranks-per-node", per_node, "--rate", rate, "--", exe] + args
+
+
+def settled(output):
+    """What Auto settled on, per context in print order ("fused", "sequential/shaped", ...)."""
+    return "/".join(m.group(1).replace("settled on ", "").replace("still trying", "(trying)")
+                    for m in SETTLED.finditer(output))
 
 
 def parse(output):
@@ -65,16 +76,20 @@ def main():
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--repeat", type=int, default=1, help="runs per build and layout")
     ap.add_argument("--mode", default="fused", help="--mode passed to the examples")
+    ap.add_argument("--steps", type=int, default=0, help="steps (01, 03) / tokens (02); 0: default")
     a = ap.parse_args()
     builds = a.build or [os.path.join(ROOT, "build")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OPENBLAS_NUM_THREADS="1")
-    print("| example | phase | layout | build | sequential ms [min, max] | fused ms [min, max] "
-          "| fused speed-up [min, max] |")
-    print("|---|---|---|---|---|---|---|")
+    auto = a.mode == "auto"
+    print(f"| example | phase | layout | build | sequential ms [min, max] | {a.mode} ms [min, max] "
+          f"| {a.mode} speed-up [min, max] |" + (" settled on |" if auto else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|" if auto else ""))
     failed = False
     for ex in a.examples.split(","):
         program, args = PROGRAMS[ex]
+        if a.steps:
+            args = [args[0], str(a.steps)]
         for layout in a.layouts.split(","):
             for rep in range(a.repeat):
                 for build in builds:
@@ -86,6 +101,7 @@ def main():
                         sys.stderr.write(p.stdout + p.stderr)
                         continue
                     rows = parse(p.stdout)
+                    extra = f" {settled(p.stdout)} |" if auto else ""
                     for (phase, mode), v in rows.items():
                         if mode == "sequential":
                             continue
@@ -94,7 +110,7 @@ def main():
                             continue
                         print(f"| {ex} | {phase} | {layout} | {build} | {seq[0]:.3f} "
                               f"[{seq[1]:.3f}, {seq[2]:.3f}] | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] "
-                              f"| x{v[3]:.2f} [{v[4]:.2f}, {v[5]:.2f}] |", flush=True)
+                              f"| x{v[3]:.2f} [{v[4]:.2f}, {v[5]:.2f}] |{extra}", flush=True)
     return 1 if failed else 0
 
 

@@ -14,12 +14,12 @@ double median(std::vector<double> v) {
 }
 }  // namespace
 
-Mode choose_auto_mode(std::span<const double> slowest) {
+Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> modes) {
   double med[kCandidates];
   for (std::size_t m = 0; m < kCandidates; ++m) {
     std::vector<double> mine;
-    for (std::size_t i = m; i < slowest.size(); i += kCandidates)
-      mine.push_back(slowest[i]);
+    for (std::size_t i = 0; i < slowest.size() && i < modes.size(); ++i)
+      if (modes[i] == kAutoCandidates[m]) mine.push_back(slowest[i]);
     med[m] = mine.empty() ? 0.0 : median(std::move(mine));
   }
   std::size_t best = 0;  // sequential
@@ -30,12 +30,16 @@ Mode choose_auto_mode(std::span<const double> slowest) {
 
 Mode AutoMode::next() const {
   if (choice_) return *choice_;
-  return kAutoCandidates[calls_ % kCandidates];
+  const std::size_t round = calls_ / kCandidates;  // round 0 is the warm-up
+  return kAutoCandidates[(calls_ + round - (round > 0)) % kCandidates];
 }
 
 bool AutoMode::record(double seconds) {
   if (choice_) return false;
-  if (calls_ >= kCandidates) samples_.push_back(seconds);  // the first round is the warm-up
+  if (calls_ >= kCandidates) {  // the first round is the warm-up
+    samples_.push_back(seconds);
+    modes_.push_back(next());
+  }
   ++calls_;
   return calls_ == kCandidates * (static_cast<std::size_t>(rounds_) + 1);
 }

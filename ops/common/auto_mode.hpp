@@ -4,10 +4,15 @@
 //
 // Schedule (the same on every rank, by call count): one warm-up round (sequential, shaped, fused;
 // not measured: the first call of a mode pays for lazily built buffers, the proxy's start and cold
-// caches), then `rounds` measured rounds in the same order. After the last one the ranks agree on
-// the slowest rank's time of every measured call (one small AllReduce, the only extra
-// communication Auto ever costs) and settle on choose_auto_mode() of it.
+// caches), then `rounds` measured rounds, round r in the candidates' order rotated by r, so that
+// every mode follows every other one equally often. Each measured call starts with a barrier:
+// otherwise a call would be charged the ranks' exit skew of the call before it (fused calls let
+// ranks leave unevenly; that was charged to sequential, which always came next). After the last
+// one the ranks agree on the slowest rank's time of every measured call (one small AllReduce) and
+// settle on choose_auto_mode() of it. Barriers and the AllReduce are the only communication Auto
+// adds, and only while trying.
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <vector>
@@ -23,11 +28,11 @@ inline constexpr Mode kAutoCandidates[] = {Mode::Sequential, Mode::Shaped, Mode:
 /// keeps Auto from settling on a mode that is no faster (sequential is the simplest path).
 inline constexpr double kAutoMargin = 0.05;
 
-/// The mode to settle on, from the slowest rank's time of each measured call in schedule order
-/// (rounds x the candidates): per mode the median of its calls; the fastest median wins, but a
-/// mode other than sequential only when its median is below (1 - kAutoMargin) x sequential's;
-/// between two such modes, the lower median (exact ties: the earlier candidate).
-Mode choose_auto_mode(std::span<const double> slowest);
+/// The mode to settle on, from the slowest rank's time of each measured call and the mode it ran:
+/// per mode the median of its calls; the fastest median wins, but a mode other than sequential
+/// only when its median is below (1 - kAutoMargin) x sequential's; between two such modes, the
+/// lower median (exact ties: the earlier candidate).
+Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> modes);
 
 class AutoMode {
  public:
@@ -35,11 +40,15 @@ class AutoMode {
   explicit AutoMode(int rounds) : rounds_(rounds) {}
   /// The mode of the next call: its trial mode while trying, then the choice.
   Mode next() const;
+  /// Whether the next call is a measured trial call (the caller starts it with a barrier).
+  bool measuring() const { return !choice_ && calls_ >= std::size(kAutoCandidates); }
   /// While trying: this rank's time of the call just run in next()'s mode. Returns true when it
   /// was the last trial call: the caller then agrees across ranks (slowest()) and settles.
   bool record(double seconds);
-  /// This rank's times of the measured calls, in schedule order (valid once record() is true).
+  /// This rank's times of the measured calls, in schedule order (valid once record() is true),
+  /// and the mode each ran.
   std::vector<double>& samples() { return samples_; }
+  const std::vector<Mode>& sample_modes() const { return modes_; }
   void settle(Mode mode) { choice_ = mode; }
   /// The settled mode; empty while trying.
   std::optional<Mode> choice() const { return choice_; }
@@ -48,6 +57,7 @@ class AutoMode {
   int rounds_;
   std::size_t calls_ = 0;  // calls recorded, warm-up included
   std::vector<double> samples_;
+  std::vector<Mode> modes_;
   std::optional<Mode> choice_;
 };
 

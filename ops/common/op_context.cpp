@@ -178,7 +178,7 @@ void OpContext::run_compute(std::size_t tiles,
 void OpContext::settle_auto() {
   std::vector<double>& t = auto_.samples();
   allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
-  auto_.settle(choose_auto_mode(t));
+  auto_.settle(choose_auto_mode(t, auto_.sample_modes()));
 }
 
 void OpContext::run_nonblocking(const ShapedChunks& plan) {

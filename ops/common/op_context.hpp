@@ -27,6 +27,7 @@
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
 #include "runtime/flags.hpp"
+#include "tilecomm/collectives.hpp"
 #include "tilecomm/device.hpp"
 #include "tilecomm/ops.hpp"
 
@@ -147,6 +148,7 @@ class OpContext {
       } else {
         validate();
       }
+      if (trial && auto_.measuring()) barrier(communicator);  // see auto_mode.hpp
       const auto t0 = std::chrono::steady_clock::now();
       if (mode == Mode::Sequential) {
         sequential();

@@ -10,54 +10,73 @@
 namespace tilecomm::detail {
 namespace {
 
-// Rounds of {sequential, shaped, fused} times.
-std::vector<double> rounds(std::initializer_list<std::array<double, 3>> rs) {
+// Rounds of {sequential, shaped, fused} times, chosen from as the schedule lists them.
+Mode choose(std::initializer_list<std::array<double, 3>> rs) {
   std::vector<double> v;
-  for (const auto& r : rs)
+  std::vector<Mode> modes;
+  for (const auto& r : rs) {
     v.insert(v.end(), r.begin(), r.end());
-  return v;
+    modes.insert(modes.end(), {Mode::Sequential, Mode::Shaped, Mode::Fused});
+  }
+  return choose_auto_mode(v, modes);
 }
 
 TEST(AutoModeChoice, FastestMedianWins) {
-  EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 8}, {10, 12, 8}})), Mode::Fused);
-  EXPECT_EQ(choose_auto_mode(rounds({{10, 7, 8}, {10, 7, 8}})), Mode::Shaped);
-  EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 11}, {10, 12, 11}})), Mode::Sequential);
+  EXPECT_EQ(choose({{10, 12, 8}, {10, 12, 8}}), Mode::Fused);
+  EXPECT_EQ(choose({{10, 7, 8}, {10, 7, 8}}), Mode::Shaped);
+  EXPECT_EQ(choose({{10, 12, 11}, {10, 12, 11}}), Mode::Sequential);
 }
 
 TEST(AutoModeChoice, MediansNotMeansDecide) {
   // Fused has one outlier (50) in three rounds: median 8 beats sequential's 10.
-  EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 8}, {10, 12, 50}, {10, 12, 8}})), Mode::Fused);
+  EXPECT_EQ(choose({{10, 12, 8}, {10, 12, 50}, {10, 12, 8}}), Mode::Fused);
   // Sequential's outlier does not make it lose: its median stays 10.
-  EXPECT_EQ(choose_auto_mode(rounds({{90, 12, 11}, {10, 12, 11}, {10, 12, 11}})), Mode::Sequential);
+  EXPECT_EQ(choose({{90, 12, 11}, {10, 12, 11}, {10, 12, 11}}), Mode::Sequential);
   // Even count: the median is the mean of the middle two (fused: 9 < 0.95 x 10).
-  EXPECT_EQ(choose_auto_mode(rounds({{10, 12, 8.5}, {10, 12, 9.5}})), Mode::Fused);
+  EXPECT_EQ(choose({{10, 12, 8.5}, {10, 12, 9.5}}), Mode::Fused);
 }
 
 TEST(AutoModeChoice, ANonSequentialModeMustBeatSequentialByTheMargin) {
-  EXPECT_EQ(choose_auto_mode(rounds({{100, 120, 96}})), Mode::Sequential);  // 4 % faster
-  EXPECT_EQ(choose_auto_mode(rounds({{100, 120, 94}})), Mode::Fused);       // 6 % faster
+  EXPECT_EQ(choose({{100, 120, 96}}), Mode::Sequential);  // 4 % faster
+  EXPECT_EQ(choose({{100, 120, 94}}), Mode::Fused);       // 6 % faster
   // Shaped and fused both beat the margin: the lower median wins; an exact tie goes to shaped,
   // the earlier candidate.
-  EXPECT_EQ(choose_auto_mode(rounds({{100, 90, 80}})), Mode::Fused);
-  EXPECT_EQ(choose_auto_mode(rounds({{100, 80, 80}})), Mode::Shaped);
+  EXPECT_EQ(choose({{100, 90, 80}}), Mode::Fused);
+  EXPECT_EQ(choose({{100, 80, 80}}), Mode::Shaped);
 }
 
-TEST(AutoModeSchedule, WarmUpRoundThenMeasuredRoundsThenSettled) {
-  AutoMode a(2);
-  const Mode order[] = {Mode::Sequential, Mode::Shaped, Mode::Fused};
-  for (int call = 0; call < 9; ++call) {
-    EXPECT_EQ(a.next(), order[call % 3]) << "call " << call;
-    EXPECT_EQ(a.record(1.0 + call), call == 8) << "call " << call;
+TEST(AutoModeChoice, SamplesAreMatchedToTheirModesNotTheirPositions) {
+  const std::vector<double> t = {5, 10, 20, 10, 20, 5};
+  const std::vector<Mode> by_position = {Mode::Sequential, Mode::Shaped, Mode::Fused,
+                                         Mode::Sequential, Mode::Shaped, Mode::Fused};
+  const std::vector<Mode> rotated = {Mode::Fused,      Mode::Sequential, Mode::Shaped,
+                                     Mode::Sequential, Mode::Shaped,     Mode::Fused};
+  EXPECT_EQ(choose_auto_mode(t, by_position), Mode::Sequential);  // medians 7.5 / 15 / 12.5
+  EXPECT_EQ(choose_auto_mode(t, rotated), Mode::Fused);           // medians 10 / 20 / 5
+}
+
+// A warm-up round in the candidates' order, then measured rounds, round r rotated by r, so every
+// mode follows every other one; each measured call is flagged (it starts with a barrier).
+TEST(AutoModeSchedule, WarmUpRoundThenRotatedMeasuredRoundsThenSettled) {
+  AutoMode a(3);
+  const Mode S = Mode::Sequential, H = Mode::Shaped, F = Mode::Fused;
+  const Mode order[] = {S, H, F, S, H, F, H, F, S, F, S, H};
+  for (int call = 0; call < 12; ++call) {
+    EXPECT_EQ(a.next(), order[call]) << "call " << call;
+    EXPECT_EQ(a.measuring(), call >= 3) << "call " << call;
+    EXPECT_EQ(a.record(1.0 + call), call == 11) << "call " << call;
   }
   // The warm-up round (calls 0-2) is not a sample.
-  EXPECT_EQ(a.samples(), (std::vector<double>{4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(a.samples(), (std::vector<double>{4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(a.sample_modes(), (std::vector<Mode>{S, H, F, H, F, S, F, S, H}));
   EXPECT_FALSE(a.choice());
   a.settle(Mode::Shaped);
   for (int call = 0; call < 5; ++call) {
     EXPECT_EQ(a.next(), Mode::Shaped);
+    EXPECT_FALSE(a.measuring());
     EXPECT_FALSE(a.record(1.0));
   }
-  EXPECT_EQ(a.samples().size(), 6u);
+  EXPECT_EQ(a.samples().size(), 9u);
 }
 
 }  // namespace
