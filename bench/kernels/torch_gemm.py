@@ -10,20 +10,10 @@ machine is shared). Exits 0 with a message when torch does not import (Debian: p
 import argparse
 import statistics
 import sys
-import time
+
+from cpu_timing import time_call
 
 SHAPES = [(1024, 1024, 1024), (2048, 4096, 1024), (2048, 336, 256)]
-
-
-def time_call(fn, min_seconds):
-    fn()
-    calls, start = 0, time.process_time()
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.process_time() - start
-        if elapsed >= min_seconds:
-            return elapsed / calls
 
 
 def main():

@@ -8,22 +8,10 @@ when torch does not import (Debian: apt-get install python3-torch).
 """
 import statistics
 import sys
-import time
+
+from cpu_timing import time_call
 
 SHAPES = [(4096, 4096), (8192, 2048), (262144, 76), (1024, 1024)]
-
-
-def time_call(fn, min_seconds=0.3):
-    """Mean CPU seconds per call over >= min_seconds, after a warm-up call (CPU time, like
-    gemv_perf: the machine is shared, and wall time counts other processes' turns)."""
-    fn()
-    calls, start = 0, time.process_time()
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.process_time() - start
-        if elapsed >= min_seconds:
-            return elapsed / calls
 
 
 def main():
