@@ -57,6 +57,7 @@ struct Options {
   double factor = 2;
   int iters = 10, warmup = 3, cus = 0, slots = 0;
   int free_cus = 1, chunks = 4;
+  std::string shaped_policy = "lds";
   std::size_t tile = 0;
   bool check = true, balance = false;
   std::string json, trace, workload;
@@ -79,6 +80,7 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   OpOptions oo;
   oo.shaped.free_cus = o.free_cus;
   oo.shaped.chunks = o.chunks;
+  oo.shaped.policy = parse_shaped_policy(o.shaped_policy);
   oo.tile = o.tile;
   auto bench = make_op_bench(op, comm, dev, shape, oo);
   Row row;
@@ -373,6 +375,9 @@ int main(int argc, char** argv) {
   app.add_option("--slots", o.slots, "WG slots per CU (0: TILECOMM_WG_SLOTS)");
   app.add_option("--free-cus", o.free_cus, "shaped: CUs' worth of slots left to the comm kernel");
   app.add_option("--chunks", o.chunks, "shaped: chunks");
+  app.add_option("--shaped-policy", o.shaped_policy,
+                 "shaped: lds (occupancy shaping) | cu_mask (a dedicated communication CU: needs "
+                 "--cus >= 2) | nonblocking (chunks on every CU, collectives posted by the host)");
   app.add_option("--tile", o.tile, "tile size along the tiled dimension (0: the op's default)");
   app.add_option("-c,--check", o.check, "check every mode against sequential (1/0)");
   app.add_flag("--balance", o.balance,
