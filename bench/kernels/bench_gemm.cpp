@@ -11,7 +11,7 @@
 // GFLOPs = 2 M N K per CPU second (1e9; CPU time: the machine may be shared). Run on one core:
 //   taskset -c 1 env OPENBLAS_NUM_THREADS=1 build/bench/kernels/gemm_perf
 //       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
-// Figures: docs/ops.md ("GEMM kernel"); bench/kernels/torch_gemm.py times torch.mm.
+// Figures: docs/kernels.md ("GEMM kernel"); bench/kernels/torch_gemm.py times torch.mm.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 

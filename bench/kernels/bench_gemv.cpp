@@ -4,7 +4,7 @@
 //   gemv_bf16/M/K/isa    the same with bfloat16 W (half the bytes)
 //   stream_read/MiB      the roofline: sum a large float array (bytes read per second)
 // Counter GBps = bytes of W (or of the array) per CPU second, 1e9 bytes (CPU time: the machine may
-// be shared). Medians of 3 runs (docs/ops.md, "GEMV kernel"):
+// be shared). Medians of 3 runs (docs/kernels.md, "GEMV kernel"):
 //   OPENBLAS_NUM_THREADS=1 build/bench/kernels/gemv_perf --benchmark_repetitions=3 \
 //     --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torch.mm on one thread at gemm_perf's shapes, for the side-by-side table in docs/ops.md.
+"""torch.mm on one thread at gemm_perf's shapes, for the side-by-side table in docs/kernels.md.
 
 Shapes are M x N x K: C[M x N] = A[M x K] B[K x N], float32. Prints, per shape, the median and
 [min, max] of `--reps` runs (each the mean over enough calls to last `--min-time` CPU seconds,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torch.mv on one thread at gemv_perf's shapes, for the side-by-side table in docs/ops.md.
+"""torch.mv on one thread at gemv_perf's shapes, for the side-by-side table in docs/kernels.md.
 
 Prints, per shape, the median of 3 runs (each the mean over enough calls to last ~0.3 s) and the
 GB/s of W streamed, for float32 and (where torch supports it) bfloat16 W. Exits 0 with a message

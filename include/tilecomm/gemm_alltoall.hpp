@@ -57,7 +57,7 @@ struct GemmAllToAllImpl;
 /// has its own slot there, and the source copies the rows into place.
 /// All modes compute the same tiles with the same kernel (only the destination differs), and the
 /// kernel's result does not depend on the tiling or the ISA path (every element is one chain of
-/// fused multiply-adds in increasing k; docs/ops.md, "GEMM kernel"), so they agree bitwise.
+/// fused multiply-adds in increasing k; docs/kernels.md, "GEMM kernel"), so they agree bitwise.
 ///
 /// Weights are packed per call: each run() first copies the weights of the local experts that
 /// receive rows into the context's panel buffer (local_experts x K x N rounded up to 16 floats,

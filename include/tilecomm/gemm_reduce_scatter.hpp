@@ -27,7 +27,7 @@ struct GemmReduceScatterImpl;
 /// `device` must outlive the context.
 ///
 /// Results: every mode computes A_r W_r with the same kernel, whose result does not depend on the
-/// tiling (docs/ops.md, "GEMM kernel"); sequential and shaped reduce through tilecomm's
+/// tiling (docs/kernels.md, "GEMM kernel"); sequential and shaped reduce through tilecomm's
 /// ReduceScatter, fused reduces each row block at its owner in rank order. With exact inputs
 /// (small integers) all modes agree bitwise; with general floats, to within float rounding of a
 /// p-term sum.

@@ -94,7 +94,7 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
       const std::size_t rows = route.x_row[e * p + s + 1] - route.x_row[e * p + s];
       // Column blocks outermost: consecutive tiles read the same packed weight panels (K x
       // tile_cols), which then come from L2/L3 (2048 x 4096 x 1024 in 32-row tiles: 51 -> 70
-      // GFLOP/s on one core, docs/ops.md "GEMM kernel").
+      // GFLOP/s on one core, docs/kernels.md "GEMM kernel").
       for (std::size_t c = 0; c < n; c += tile_cols)
         for (std::size_t r = 0; r < rows; r += tile_rows)
           tiles.push_back({e, s, r, std::min(rows, r + tile_rows), c, std::min(n, c + tile_cols)});

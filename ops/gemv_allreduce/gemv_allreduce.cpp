@@ -102,7 +102,7 @@ int GemvAllReduceImpl::owner(std::size_t b) const {
 }
 
 // fp32 rows go to OpenBLAS sgemv (one vector) or sgemm (n vectors: W is read once): tilecomm's
-// fp32 kernel streams W no faster on this machine (docs/ops.md, "GEMV kernel"), so it has not
+// fp32 kernel streams W no faster on this machine (docs/kernels.md, "GEMV kernel"), so it has not
 // earned its place; bf16 rows go to tilecomm's kernels: the one-vector kernel per column of X
 // for n < kBf16BatchedFrom, the batched one (W read once) from there.
 void GemvAllReduceImpl::gemv_tile(GemvWeights w, const float* x, float* out, std::size_t b) const {

@@ -18,7 +18,7 @@
 namespace tilecomm::kernels {
 
 /// Rows ahead of the current index whose cache lines the vector paths prefetch (measured with
-/// bench/kernels/kernel_perf; docs/ops.md).
+/// bench/kernels/kernel_perf; docs/kernels.md).
 inline constexpr std::size_t kPrefetchRowsAhead = 16;
 
 /// The bags one call pools. Bag g (bag0 <= g < bag1) holds indices[offsets[g] .. offsets[g+1]);

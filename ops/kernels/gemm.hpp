@@ -6,7 +6,7 @@
 /// row stride). One set of micro-kernels per ISA path (C[R x kNr] += R rows of A x a panel over a
 /// K block, R = 1..kMr), chosen at run time by tilecomm::active_isa() (TILECOMM_ISA caps it); the
 /// blocking loops and the packing are shared. There is no AVX-512 micro-kernel yet: the Avx512
-/// path runs the AVX2 one (docs/ops.md, "GEMM kernel").
+/// path runs the AVX2 one (docs/kernels.md, "GEMM kernel").
 ///
 /// Determinism: every element is one chain of fused multiply-adds in increasing k, starting from
 /// +0: c = fma(a[i][k], b[k][j], c) for k = 0, 1, ..., K - 1 (a K block ends by storing c as
