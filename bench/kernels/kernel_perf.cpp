@@ -1,6 +1,6 @@
 // kernel_perf: the compute kernels on one core (Google Benchmark). GB/s counters are bytes of rows
-// gathered (indices x dim x element size) per second, 1e9 bytes. Figures and commands: docs/kernels.md
-// ("Embedding pooling kernel").
+// gathered (indices x dim x element size) per second, 1e9 bytes. Figures and commands:
+// docs/kernels.md ("Embedding pooling kernel").
 //   BM_Pool     embedding pooling, per ISA path: every table's 4096 bags pooled into the operator's
 //               send layout ([bag][table][dim]); 4 tables x 100k rows, or one table of 256 MiB
 //               (larger than the L3); uniform or power-law (Zipf s = 1.05, hot rows scattered).
