@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
                    examples::auto_state(down.auto_choice()));
       const examples::Spread c = examples::spread(comm_ms);
       fmt::print(
-          "  allreduce only   median {:8.3f} ms [{:.3f}, {:.3f}]  (the token's communication)\n",
+          "  allreduce only   median {:8.3f} ms  (the token's communication; range {:.3f}-{:.3f} "
+          "ms)\n",
           c.median, c.min, c.max);
       const double seq = examples::median(ms[int(Mode::Sequential)]);
       if (c.median < 0.05 * seq)

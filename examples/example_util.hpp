@@ -105,10 +105,10 @@ inline void print_times(const std::string& what, const std::string& mode_flag,
       if (t[i] > 0) ratios.push_back(seq[i] / t[i]);
     const Spread time = spread(t), speedup = spread(ratios);
     fmt::print(
-        "  {:<10} {} median {:8.3f} ms [{:.3f}, {:.3f}]  (x{:.2f} [{:.2f}, {:.2f}] vs "
-        "sequential, {} samples)\n",
-        tilecomm::to_string(m), what, time.median, time.min, time.max, speedup.median, speedup.min,
-        speedup.max, t.size());
+        "  {:<10} {} median {:8.3f} ms  (x{:.2f} vs sequential, {} samples; range {:.3f}-{:.3f} "
+        "ms, x{:.2f}-x{:.2f})\n",
+        tilecomm::to_string(m), what, time.median, speedup.median, t.size(), time.min, time.max,
+        speedup.min, speedup.max);
   }
 }
 

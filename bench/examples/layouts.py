@@ -30,8 +30,8 @@ PROGRAMS = {
     "03": ("03_moe_layer", ["--steps", "11"]),
 }
 LINE = re.compile(
-    r"^\s+(sequential|shaped|fused|auto)\s+(.*?)\s*median\s+([\d.]+) ms \[([\d.]+), ([\d.]+)\]\s+"
-    r"\(x([\d.]+) \[([\d.]+), ([\d.]+)\]"
+    r"^\s+(sequential|shaped|fused|auto)\s+(.*?)\s*median\s+([\d.]+) ms\s+\(x([\d.]+) vs "
+    r"sequential, \d+ samples; range ([\d.]+)-([\d.]+) ms, x([\d.]+)-x([\d.]+)\)"
 )
 SECTION = re.compile(r"^\s*(top-\d+):")
 SETTLED = re.compile(r"auto (settled on \w+|still trying)")
@@ -64,7 +64,8 @@ def parse(output):
         m = LINE.match(line)
         if m:
             phase = section + m.group(2)
-            rows[(phase, m.group(1))] = tuple(float(g) for g in m.groups()[2:])
+            med, speedup, lo, hi, s_lo, s_hi = (float(g) for g in m.groups()[2:])
+            rows[(phase, m.group(1))] = (med, lo, hi, speedup, s_lo, s_hi)
     return rows
 
 
