@@ -9,7 +9,8 @@ machine is shared; torch runs one thread). Run with Debian's python3 (python3-to
 """
 import argparse
 import sys
-import time
+
+from cpu_timing import time_call
 
 try:
     import numpy as np
@@ -46,17 +47,7 @@ def time_shape(dim, pool, zipf, big, dtype, reps, min_time):
         for t, i in zip(tables, indices):
             torch.nn.functional.embedding_bag(i, t, offsets, mode="sum")
 
-    once()
-    runs = []
-    for _ in range(reps):
-        n, start = 0, time.process_time()
-        while True:
-            once()
-            n += 1
-            elapsed = time.process_time() - start
-            if elapsed >= min_time:
-                break
-        runs.append(elapsed / n)
+    runs = [time_call(once, min_time) for _ in range(reps)]
     seconds = sorted(runs)[len(runs) // 2]
     size = 2 if dtype == torch.bfloat16 else 4
     return count * BATCH * pool * dim * size / seconds / 1e9, seconds
