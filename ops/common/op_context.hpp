@@ -149,7 +149,8 @@ class OpContext {
         validate();
       }
       if (trial && auto_.measuring()) barrier(communicator);  // see auto_mode.hpp
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 =
+          trial ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       if (mode == Mode::Sequential) {
         sequential();
       } else if (mode == Mode::Shaped) {

@@ -197,6 +197,39 @@ TEST(AllToAllSkew, EmbeddingBackToBackZeroCopy) {
   }
 }
 
+// The layout of the two tests below: rank 0 owns no table and holds the only bag (global batch
+// 1); every other rank owns one table whose values name the rank and the call, and only sends its
+// pooled row 1 to rank 0.
+struct SendOnlyToRankZero {
+  static constexpr std::size_t kDim = 4, kRows = 3;
+  explicit SendOnlyToRankZero(int rank) : me(rank) {}
+  SendOnlyToRankZero(const SendOnlyToRankZero&) = delete;  // bags point into idx and off
+  std::vector<std::size_t> table_rows() const {
+    return me == 0 ? std::vector<std::size_t>{} : std::vector<std::size_t>{kRows};
+  }
+  /// This rank's tables and bags for call `call`.
+  void prepare(int call) {
+    table.resize(kRows * kDim);
+    for (std::size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<float>(me * 1000 + call * 10) + static_cast<float>(i);
+    tables.clear();
+    bags.clear();
+    if (me != 0) {
+      tables.push_back(table.data());
+      bags.push_back({idx, off, {}});
+    }
+  }
+  /// Rank 0's output for rank r's table (global table r - 1), element d, in call `call`.
+  static float expected(int r, int call, std::size_t d) {
+    return static_cast<float>(r * 1000 + call * 10 + kDim + d);
+  }
+  const int me;
+  const std::vector<std::int64_t> idx = {1}, off = {0, 1};
+  std::vector<float> table;
+  std::vector<const float*> tables;
+  std::vector<EmbeddingBags> bags;
+};
+
 // The zero-copy guard on its own: rank 0 owns no table and holds the only bag, every other rank
 // owns one table and only sends to rank 0, so nothing but the guard holds them back. Rank 0 reads
 // each call's output() 30 ms after the call returned; meanwhile the others have finished the next
@@ -209,31 +242,21 @@ TEST(AllToAllSkew, ZeroCopyOutputLastsUntilTheNextCall) {
   if (p < 2) GTEST_SKIP() << "needs two ranks";
   Communicator comm(MPI_COMM_WORLD, unverified(0));
   Device dev(test_device_config());
-  const std::size_t dim = 4, rows = 3;
-  std::vector<std::size_t> table_rows;
-  if (me != 0) table_rows.push_back(rows);
-  EmbeddingAllToAll op(comm, dev, table_rows, dim, 1, Pooling::Sum);
-  const std::vector<std::int64_t> idx = {1}, off = {0, 1};
+  SendOnlyToRankZero in(me);
+  const std::size_t dim = SendOnlyToRankZero::kDim;
+  EmbeddingAllToAll op(comm, dev, in.table_rows(), dim, 1, Pooling::Sum);
   std::mt19937 rng(55u + me);
   int wrong = 0;
   for (int call = 1; call <= 8; ++call) {
-    std::vector<float> table(rows * dim);
-    for (std::size_t i = 0; i < table.size(); ++i)
-      table[i] = static_cast<float>(me * 1000 + call * 10) + static_cast<float>(i);
-    std::vector<const float*> tables;
-    std::vector<EmbeddingBags> bags;
-    if (me != 0) {
-      tables.push_back(table.data());
-      bags.push_back({idx, off, {}});
-    }
+    in.prepare(call);
     if (me != 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
     const std::span<float> out = op.output();
-    op.run(tables, bags, out.data(), Mode::Fused);
+    op.run(in.tables, in.bags, out.data(), Mode::Fused);
     if (me != 0) continue;
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the late reader
-    for (int r = 1; r < p; ++r)  // table r - 1 is rank r's; bag 0 takes row 1
+    for (int r = 1; r < p; ++r)
       for (std::size_t d = 0; d < dim; ++d)
-        wrong += out[(r - 1) * dim + d] != static_cast<float>(r * 1000 + call * 10 + dim + d);
+        wrong += out[(r - 1) * dim + d] != SendOnlyToRankZero::expected(r, call, d);
   }
   EXPECT_EQ(wrong, 0) << "values of a later call in output() before the next call began";
   comm.barrier();
@@ -250,35 +273,25 @@ TEST(AllToAllSkew, RunsAheadOfAPeerItOnlySendsTo) {
     SCOPED_TRACE("node_size " + std::to_string(ns));
     Communicator comm(MPI_COMM_WORLD, unverified(ns));
     Device dev(test_device_config());
-    const std::size_t dim = 4, rows = 3;
-    std::vector<std::size_t> table_rows;
-    if (me != 0) table_rows.push_back(rows);
-    EmbeddingAllToAll op(comm, dev, table_rows, dim, 1, Pooling::Sum);
+    SendOnlyToRankZero in(me);
+    const std::size_t dim = SendOnlyToRankZero::kDim;
+    EmbeddingAllToAll op(comm, dev, in.table_rows(), dim, 1, Pooling::Sum);
     ASSERT_EQ(op.local_batch(), me == 0 ? 1u : 0u);
-    const std::vector<std::int64_t> idx = {1}, off = {0, 1};
     const double late_s = 2.0;
     comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     if (me == 0) std::this_thread::sleep_for(std::chrono::duration<double>(late_s));
     double after_two = 0.0;
     for (int call = 1; call <= 4; ++call) {
-      std::vector<float> table(rows * dim);
-      for (std::size_t i = 0; i < table.size(); ++i)
-        table[i] = static_cast<float>(me * 1000 + call * 10) + static_cast<float>(i);
-      std::vector<const float*> tables;
-      std::vector<EmbeddingBags> bags;
-      if (me != 0) {
-        tables.push_back(table.data());
-        bags.push_back({idx, off, {}});
-      }
+      in.prepare(call);
       std::vector<float> out(op.local_batch() * op.num_tables() * dim, -1.0f);
-      op.run(tables, bags, out.data(), Mode::Fused);
+      op.run(in.tables, in.bags, out.data(), Mode::Fused);
       if (call == 2) after_two = seconds_since(t0);
       if (me != 0 && call == 3 && ns == 0)  // waited for rank 0 to finish call 1
         EXPECT_GE(seconds_since(t0), late_s) << "call 3 overwrote rank 0's inbox of call 1";
-      for (int r = 1; r < p && me == 0; ++r)  // table r - 1 is rank r's; bag 0 takes row 1
+      for (int r = 1; r < p && me == 0; ++r)
         for (std::size_t d = 0; d < dim; ++d)
-          EXPECT_EQ(out[(r - 1) * dim + d], static_cast<float>(r * 1000 + call * 10 + dim + d))
+          EXPECT_EQ(out[(r - 1) * dim + d], SendOnlyToRankZero::expected(r, call, d))
               << "call " << call << " from rank " << r;
     }
     if (me != 0) EXPECT_LT(after_two, late_s * 0.75) << "calls 1 and 2 waited for rank 0";
