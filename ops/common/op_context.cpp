@@ -21,8 +21,10 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       device(d),
       options(std::move(opts)),
       info(op),
-      auto_(options.auto_rounds),
-      verify_kind_(register_call_kind(op.name, op.shape)) {
+      autos_{AutoMode(options.auto_rounds), AutoMode(options.auto_rounds)},
+      verify_kinds_{register_call_kind(op.name, op.shape),
+                    op.second_call ? register_call_kind(op.second_call, op.shape)
+                                   : register_call_kind(op.name, op.shape)} {
   comm.refuse_if_failed(info.name);
   if (options.auto_rounds < 1)
     invalid(fmt::format("auto_rounds = {} (must be >= 1)", options.auto_rounds));
@@ -163,8 +165,8 @@ void OpContext::refuse_if_failed() const {
                           info.name, failure_));
 }
 
-void OpContext::verify(Mode mode, std::array<std::uint64_t, 3> shape) {
-  verify_op_call(comm, verify_kind_, shape, to_string(mode));
+void OpContext::verify(Mode mode, std::array<std::uint64_t, 3> shape, std::size_t kind) {
+  verify_op_call(comm, verify_kinds_.at(kind), shape, to_string(mode));
 }
 
 void OpContext::run_compute(std::size_t tiles,
@@ -175,10 +177,10 @@ void OpContext::run_compute(std::size_t tiles,
   compute_stream.synchronize();
 }
 
-void OpContext::settle_auto() {
-  std::vector<double>& t = auto_.samples();
+void OpContext::settle_auto(AutoMode& state) {
+  std::vector<double>& t = state.samples();
   allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
-  auto_.settle(choose_auto_mode(t, auto_.sample_modes()));
+  state.settle(choose_auto_mode(t, state.sample_modes()));
 }
 
 void OpContext::run_nonblocking(const ShapedChunks& plan) {

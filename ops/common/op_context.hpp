@@ -43,6 +43,9 @@ struct OpInfo {
   /// Whether OpOptions::fused_algorithm may be other than Auto (operators with several fused
   /// reduction protocols).
   bool fused_algorithms = false;
+  /// The name of the operator's second kind of call in verify mode's fingerprints (dispatch's
+  /// `kind` 1), or null when it has one kind of call.
+  const char* second_call = nullptr;
 };
 
 /// Shaped mode (Cui & Pericas) as data: chunk c's compute kernel (tiles(c) WGs, shaped LDS) runs on
@@ -134,15 +137,18 @@ class OpContext {
   /// return false: nothing to do on any rank), then the mode's own path.
   /// Mode::Auto is resolved here (auto_mode.hpp): the call runs its trial mode, timed, or the
   /// settled one.
+  /// `kind`: which of the operator's calls this is (0, or 1 for a second kind of call such as
+  /// GemmAllToAll::run_layer), each with its own Auto trials and choice.
   template <class Validate, class Sequential, class Shaped, class Fused>
   void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
-                Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
+                Sequential&& sequential, Shaped&& shaped, Fused&& fused, std::size_t kind = 0) {
     refuse_if_failed();
+    AutoMode& auto_ = autos_.at(kind);
     const bool trial = mode == Mode::Auto && !auto_.choice();
     if (mode == Mode::Auto) mode = auto_.next();
     tiles_moving_ = false;
     try {
-      verify(mode, shape);
+      verify(mode, shape, kind);
       if constexpr (std::is_same_v<decltype(validate()), bool>) {
         if (!validate()) return;
       } else {
@@ -163,14 +169,14 @@ class OpContext {
       if (trial &&
           auto_.record(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
-        settle_auto();
+        settle_auto(auto_);
     } catch (...) {
       note_failure(std::current_exception());
       throw;
     }
   }
-  /// Mode::Auto's settled mode; empty while it is still trying modes.
-  std::optional<Mode> auto_choice() const { return auto_.choice(); }
+  /// Mode::Auto's settled mode for calls of `kind`; empty while it is still trying modes.
+  std::optional<Mode> auto_choice(std::size_t kind = 0) const { return autos_.at(kind).choice(); }
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
   /// Runs the shaped mode's chunk loop as ShapedOptions::policy says and waits for all of it.
@@ -181,14 +187,14 @@ class OpContext {
   void tiles_moving() { tiles_moving_ = true; }
 
  private:
-  void verify(Mode mode, std::array<std::uint64_t, 3> shape);
+  void verify(Mode mode, std::array<std::uint64_t, 3> shape, std::size_t kind);
   // A call that fails after communication began (Timeout, MPI error, an error inside a workgroup)
   // leaves peers out of step and MPI requests behind: the context is marked failed and every later
   // call raises Error(InvalidUsage) saying why, as NCCL does after a communicator abort.
   void note_failure(std::exception_ptr error);
   // Collective: the slowest rank's time of every Auto trial call, then the choice.
-  void settle_auto();
-  AutoMode auto_;
+  void settle_auto(AutoMode& state);
+  std::array<AutoMode, 2> autos_;  // per kind of call
   // The NonBlocking policy's chunk loop: compute on every CU, each chunk's collective handed to
   // host_progress_ once its compute is done.
   void run_nonblocking(const ShapedChunks& plan);
@@ -204,7 +210,8 @@ class OpContext {
   std::vector<float> staging_;
   std::map<std::tuple<std::size_t, std::size_t, std::size_t>, MPI_Datatype> block_types_;
   std::uint32_t epoch_ = 0;
-  const std::uint16_t verify_kind_;  // this operator's kind in verify mode's fingerprints
+  // The operator's call kinds in verify mode's fingerprints (per dispatch `kind`).
+  const std::array<std::uint16_t, 2> verify_kinds_;
 };
 
 }  // namespace tilecomm::detail
