@@ -117,8 +117,10 @@ class BlockExchange {
   /// rows into the destination's input half, waiting as a produced block does for that half to be
   /// released, and raises the flag; an off-node one is an MPI send); `input_arrivals` are what
   /// this rank expects (off-node: a receive posted before the kernel starts). A produced block
-  /// with an `input` awaits that flag (after its source's header, with `headers`) before its
-  /// compute.
+  /// with an `input` first checks its source's header (with `headers`: routing that disagrees is
+  /// then a Mismatch, not a wait for rows that never come), then awaits the input's flag (the
+  /// header alone does not say the rows are there: the source may send it while a copy of its
+  /// inputs is still under way) before its compute.
   void run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals, float* out,
            const Compute& compute, const PeerHeaders* headers = nullptr, bool zero_copy = false,
            std::span<const InputRoute> input_sends = {},

@@ -59,7 +59,8 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
       const std::size_t rows = route.send_counts[g];
       if (rows > 0)
-        sends.push_back({o, tokens + y_row(g) * k, rows * k, offset, input_flag(me, g - first_expert[o])});
+        sends.push_back(
+            {o, tokens + y_row(g) * k, rows * k, offset, input_flag(me, g - first_expert[o])});
       offset += rows * k;
     }
   }
@@ -124,10 +125,9 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
       produced, arrivals, y,
       [&](std::size_t i, float* dst, std::size_t ld) {
         const GemmTile& t = tiles[i];
-        const float* rows =
-            t.src == me ? tokens + y_row(first_expert[me] + t.expert) * k
-                        : fused_exchange.input_half(my_local, ctx.epoch()) +
-                              input_at[t.expert * p + t.src];
+        const float* rows = t.src == me ? tokens + y_row(first_expert[me] + t.expert) * k
+                                        : fused_exchange.input_half(my_local, ctx.epoch()) +
+                                              input_at[t.expert * p + t.src];
         kernels::gemm_tile(rows + t.row0 * k, k, t.row1 - t.row0, packed, t.expert, t.col0,
                            t.col1 - t.col0, dst, ld);
       },

@@ -56,8 +56,10 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
 // run_layer (dispatch + GEMM + return in one call) against the same reference, every mode and
 // Auto, alternating with run() on the same context (they share the epochs, inboxes and flags),
 // with stragglers; the weights change in place between calls.
+// `scale` multiplies every row count (large inputs: a tile that read its rows before they had
+// fully arrived would see the previous call's or zeros).
 void check_layer(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls,
-                 std::size_t tile = 0, OpOptions opt = {}) {
+                 std::size_t tile = 0, OpOptions opt = {}, std::size_t scale = 1) {
   const int p = comm.size(), me = comm.rank();
   const MoeExperts ex(p, experts_of);
   int call = 0;
@@ -65,7 +67,8 @@ void check_layer(Communicator& comm, Device& dev, std::size_t k, std::size_t n, 
     return small_int(g * 7 + i * 5 + j * 3 + call);
   };
   opt.tile = tile;
-  GemmAllToAll op(comm, dev, experts_of(me), k, n, 900, 300, opt);
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 2 * 18 * scale * p, 18 * scale * ex.total(),
+                  opt);
   auto w = ex.weights(me, k, n, W);
   const auto wp = pointers(w);
   Straggler straggler(dev, 11u + me);
@@ -118,6 +121,15 @@ TEST(GemmAllToAll, LayerMatchesReferenceInEveryMode) {
   Device dev(test_device_config());
   check_layer(comm, dev, 12, 40, 3);
   check_layer(comm, dev, 5, 270, 2, 4);  // two column blocks, small row tiles
+}
+
+// Inputs of ~0.5-1 MB per (source, expert) block: copies and MPI messages that take a while, so a
+// tile that did not wait for its rows' flag would read a partly written input half (the per-call
+// header, sent after the inputs, arrives long before them across nodes).
+TEST(GemmAllToAll, LayerWaitsForLargeInputs) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_layer(comm, dev, 512, 8, 3, 64, {}, 24);
 }
 
 // Auto settles for run_layer on its own trials, apart from run()'s, on every rank alike.
