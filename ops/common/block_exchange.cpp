@@ -147,6 +147,7 @@ void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, s
   switch (plan.dest(route.peer)) {
     case FusedPlan::Dest::Self:
       compute(i, out + b.offset, ld_);
+      wg.mark("tile computed", tile, route.peer, bytes);
       return;
     case FusedPlan::Dest::OnNode: {
       const int local = ctx_->topo.local_of[route.peer];
