@@ -28,8 +28,8 @@ inline Stats stats_of(std::vector<double> v) {
 
 /// "median [min,max]" in the unit given (us: scale 1, ms: scale 1e-3).
 inline std::string cell(const Stats& st, double scale = 1, int digits = 0) {
-  return fmt::format("{:.{}f} [{:.{}f},{:.{}f}]", st.median * scale, digits, st.min * scale,
-                     digits, st.max * scale, digits);
+  return fmt::format("{:.{}f} [{:.{}f},{:.{}f}]", st.median * scale, digits, st.min * scale, digits,
+                     st.max * scale, digits);
 }
 
 struct Timing {

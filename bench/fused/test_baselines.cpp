@@ -97,8 +97,8 @@ TEST(Baselines, TuneKeepsTheFastestAndDropsTheRest) {
   FakeBench bench;
   const NodeCpu node;
   const Tuned t = tune(bench, Baseline::ShapedLds,
-                       {with_tile("slow", 20000), with_tile("rejected", 1),
-                        with_tile("fast", 100), with_tile("slower", 40000)},
+                       {with_tile("slow", 20000), with_tile("rejected", 1), with_tile("fast", 100),
+                        with_tile("slower", 40000)},
                        3, node);
   ASSERT_TRUE(t.available);
   EXPECT_EQ(t.knob, "fast");
@@ -136,8 +136,7 @@ TEST(Baselines, TunedGemvAgreesWithSequential) {
   auto bench = make_op_bench("gemv_allreduce", comm, dev, s, {});
   for (Baseline b : {Baseline::SequentialBestCollective, Baseline::ShapedLds,
                      Baseline::ShapedNonBlocking, Baseline::ShapedCuMask}) {
-    const Tuned t = tune(*bench, b, candidates(b, bench->collective(), dev.num_cus(), {}), 2,
-                         node);
+    const Tuned t = tune(*bench, b, candidates(b, bench->collective(), dev.num_cus(), {}), 2, node);
     ASSERT_TRUE(t.available) << baseline_name(b);
     bench->run(Mode::Sequential, 0);
     bench->run(t.mode, t.variant);
