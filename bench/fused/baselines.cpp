@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "harness.hpp"
 
 namespace tilecomm::bench {
@@ -53,6 +56,44 @@ std::vector<Candidate> candidates(Baseline b, Collective c, int cus, const OpOpt
   return out;
 }
 
+std::string probe_algorithm(Collective c, std::size_t bytes, const std::string& algorithm) {
+  // Allocated before the probe communicator, freed after it.
+  Communicator probe(MPI_COMM_WORLD);
+  const int p = probe.size();
+  const CollectiveOptions o{algorithm};
+  try {
+    switch (c) {
+      case Collective::AllReduce: {
+        std::vector<float> buf(std::max<std::size_t>(bytes / sizeof(float), 1));
+        allreduce(probe, buf.data(), buf.data(), buf.size(), DataType::Float32, ReduceOp::Sum, o);
+        break;
+      }
+      case Collective::ReduceScatter: {
+        const std::size_t each = std::max<std::size_t>(bytes / sizeof(float) / p, 1);
+        std::vector<float> send(each * p), recv(each);
+        reduce_scatter(probe, send.data(), recv.data(), each, DataType::Float32, ReduceOp::Sum, o);
+        break;
+      }
+      case Collective::AllToAllv: {
+        VarLayout layout;
+        for (int q = 0; q < p; ++q) {
+          layout.counts.push_back(1);
+          layout.displs.push_back(static_cast<std::size_t>(q));
+        }
+        layout.capacity = static_cast<std::size_t>(p);
+        std::vector<float> send(p), recv(p);
+        alltoallv(probe, send.data(), layout, recv.data(), layout, DataType::Float32, o);
+        break;
+      }
+      default:
+        return fmt::format("no probe for {}", to_string(c));
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 Tuned tune(OpBench& bench, Baseline b, const std::vector<Candidate>& cands, int iters,
            const NodeCpu& node) {
   Tuned t;
@@ -67,9 +108,19 @@ Tuned tune(OpBench& bench, Baseline b, const std::vector<Candidate>& cands, int 
   };
   std::vector<Live> live;
   for (std::size_t i = 0; i < cands.size(); ++i) {
+    if (!cands[i].options.algorithm.empty()) {
+      const std::string why =
+          probe_algorithm(bench.collective(), bench.bytes(), cands[i].options.algorithm);
+      if (!why.empty()) {
+        t.tried.emplace_back(cands[i].knob, -1);
+        t.rejected.push_back(fmt::format("{}: {}", cands[i].knob, why));
+        continue;
+      }
+    }
     const std::size_t v = bench.add_variant(cands[i].options);
-    // Warm-up call; arguments are checked on every rank before any communication, so a
-    // candidate the collective cannot run fails on every rank alike.
+    // Warm-up call. An operator checks its options on every rank before any communication, so
+    // a candidate it rejects fails on every rank alike (a collective that declines would leave
+    // the communicator unusable: probe_algorithm ruled those out first).
     int failed = 0;
     std::string why;
     try {

@@ -47,10 +47,18 @@ struct Tuned {
   std::vector<std::string> rejected;
 };
 
-/// Adds every candidate as a variant of `bench`, runs one warm-up call of each (a candidate that
-/// raises tilecomm::Error on any rank is dropped), then `iters` rounds with every candidate once
-/// per round, in rotating order; keeps the candidate with the lowest median (wall time of the
-/// slowest rank) and drops the others. Collective.
+/// Empty if collective `c` can run with `algorithm` here, else why not (the Error's message): the
+/// call (AllReduce, ReduceScatter: `bytes` of float32 per rank; All-to-Allv: one element per peer)
+/// on a throwaway Communicator over MPI_COMM_WORLD, because a collective that declines leaves its
+/// communicator unusable. The algorithms decline by topology and segment size (shm: one node),
+/// which the probe shares with the operator's call. Collective.
+std::string probe_algorithm(Collective c, std::size_t bytes, const std::string& algorithm);
+
+/// Adds every candidate as a variant of `bench` (a candidate naming an algorithm only if
+/// probe_algorithm accepts it for bench.collective()), runs one warm-up call of each (a candidate
+/// the operator rejects with tilecomm::Error on every rank is dropped), then `iters` rounds with
+/// every candidate once per round, in rotating order; keeps the candidate with the lowest median
+/// (wall time of the slowest rank) and drops the others. Collective.
 Tuned tune(OpBench& bench, Baseline b, const std::vector<Candidate>& cands, int iters,
            const NodeCpu& node);
 

@@ -121,6 +121,20 @@ TEST(Baselines, TuneWithoutCandidatesIsNotAvailable) {
   EXPECT_EQ(bench.tiles.size(), 1u);
 }
 
+// An algorithm that cannot run here is found by the probe, which leaves the caller's
+// communicator usable (a declined call would not).
+TEST(Baselines, ProbeRejectsWithoutHarm) {
+  Communicator comm(MPI_COMM_WORLD);
+  const bool one_node = comm.num_nodes() == 1;
+  EXPECT_EQ(probe_algorithm(Collective::AllToAllv, 64, "shm").empty(), one_node);
+  EXPECT_EQ(probe_algorithm(Collective::AllReduce, 4096, "mpi"), "");
+  EXPECT_EQ(probe_algorithm(Collective::ReduceScatter, 4096, "ring"), "");
+  EXPECT_NE(probe_algorithm(Collective::AllReduce, 4096, "bogus").find("bogus"), std::string::npos);
+  std::vector<float> x(8, 1.0f), y(8);
+  allreduce(comm, x.data(), y.data(), x.size(), DataType::Float32, ReduceOp::Sum);
+  EXPECT_EQ(y[0], static_cast<float>(comm.size()));
+}
+
 // A real operator: every AllReduce algorithm either runs or is rejected on every rank alike, and
 // the winner's result is sequential's, bit for bit.
 TEST(Baselines, TunedGemvAgreesWithSequential) {
