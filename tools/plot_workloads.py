@@ -9,8 +9,8 @@ usage: tools/plot_workloads.py OUT_PREFIX SETTING=RESULT.json [SETTING=RESULT.js
 writes OUT_PREFIX_<workload>.png for every workload in the files.
 
 Each RESULT.json is one `fused_perf --workload ... --json` run. One panel per setting (a row),
-the workload's cases along x, one bar per variant (median, whiskers [min, max]; a hatched slot
-where the variant did not run, e.g. the CU mask on a 1-CU device), the CPU-aware ideal as a black
+the workload's cases along x, one bar per variant (median, whiskers [min, max]; no bar where the
+variant did not run, e.g. the CU mask on a 1-CU device), the CPU-aware ideal as a black
 tick. The time axis is logarithmic where a panel's cases differ by 10x and more. Needs Debian's python3-matplotlib
 (run with /usr/bin/python3).
 """
@@ -22,6 +22,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 VARIANTS = [("sequential", "sequential", "tab:gray"),
             ("seq_best_coll", "sequential, best collective", "tab:brown"),
@@ -63,13 +65,12 @@ def main(argv):
         for ax, (name, rows) in zip(axes[:, 0], data):
             mine = {case_label(r): r for r in rows if r["workload"] == wl}
             for vi, (key, vlabel, colour) in enumerate(VARIANTS):
-                xs, ys, lo, hi, missing = [], [], [], [], []
+                xs, ys, lo, hi = [], [], [], []
                 for ci, label in enumerate(labels):
                     r = mine.get(label)
                     x = ci - 0.4 + bar * (vi + 0.5)
                     v = r["variants"].get(key) if r else None
                     if not v or not v["available"]:
-                        missing.append(x)
                         continue
                     m = v["median_us"] / 1000
                     xs.append(x)
@@ -78,14 +79,11 @@ def main(argv):
                     hi.append(v["max_us"] / 1000 - m)
                 ax.bar(xs, ys, bar, color=colour, label=vlabel, yerr=[lo, hi],
                        error_kw={"elinewidth": 0.6, "capsize": 1.5, "alpha": 0.6})
-                if missing:
-                    ax.bar(missing, [0] * len(missing), bar)  # keeps the slot's place
             for ci, label in enumerate(labels):
                 r = mine.get(label)
                 if r:
                     ideal = r["ideal_cpu_us"] / 1000
-                    ax.hlines(ideal, ci - 0.42, ci + 0.42, colors="black", linewidth=1.2,
-                              label="ideal (CPU-aware)" if ci == 0 else None)
+                    ax.hlines(ideal, ci - 0.42, ci + 0.42, colors="black", linewidth=1.2)
             any_row = next(iter(mine.values()), None)
             sub = ""
             if any_row:
@@ -101,8 +99,9 @@ def main(argv):
             ax.set_xticks(range(len(labels)))
             ax.set_xticklabels(labels, fontsize=7)
             ax.grid(True, axis="y", which="both", alpha=0.3)
-        handles, names = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, names, fontsize=7, ncol=4, loc="lower center")
+        handles = [Patch(color=colour, label=vlabel) for _, vlabel, colour in VARIANTS]
+        handles.append(Line2D([], [], color="black", label="ideal (CPU-aware)"))
+        fig.legend(handles=handles, fontsize=7, ncol=4, loc="lower center")
         fig.tight_layout(rect=(0, 0.7 / (2.9 * len(data) + 0.7), 1, 1))
         out = f"{prefix}_{wl}.png"
         fig.savefig(out, dpi=100)
