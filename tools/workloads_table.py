@@ -9,7 +9,7 @@ Rows grouped by case (workload, layer, shape), the settings in the order given. 
 median of every variant (ms; tuned baselines with their winning knob), the best variant other
 than fused, fused against it, against sequential and against the CPU-aware ideal, the recovered
 fraction, and issue 13's bars as fused_perf judged them. --compact (the README's form): only
-sequential, the best other variant with its knob, fused and the ratios. --match keeps the cases
+sequential, the best other variant with its knob, fused (median [min, max]) and the ratios. --match keeps the cases
 whose "workload layer shape" matches REGEX.
 """
 import json
@@ -21,10 +21,12 @@ COLUMNS = [("sequential", "sequential"), ("seq_best_coll", "seq. best collective
            ("shaped_cu_mask", "shaped CU mask"), ("fused", "fused")]
 
 
-def cell(v):
+def cell(v, ranges=False):
     if not v["available"]:
         return "n/a"
     t = f'{v["median_us"] / 1000:.2f}'
+    if ranges:
+        t += f' [{v["min_us"] / 1000:.2f}, {v["max_us"] / 1000:.2f}]'
     return f'{t} ({v["knob"]})' if v["knob"] else t
 
 
@@ -69,8 +71,8 @@ def main(argv):
             rec = "n/a (saving < 5 %)" if rec is None else f"{rec:.2f}"
             if compact:
                 best = v[r["best_other"]]
-                print(f'| {k[0]} | {k[1]} | {k[2]} | {name} | {cell(v["sequential"])} '
-                      f'| {r["best_other"]}: {cell(best)} | {cell(v["fused"])} '
+                print(f'| {k[0]} | {k[1]} | {k[2]} | {name} | {cell(v["sequential"], True)} '
+                      f'| {r["best_other"]}: {cell(best, True)} | {cell(v["fused"], True)} '
                       f'| {r["fused_over_best_other"]:.2f} | {r["fused_over_sequential"]:.2f} '
                       f'| {r["fused_over_ideal_cpu"]:.2f} | {rec} | {r["bars"]} | {r["wrong"]} |')
                 continue
