@@ -4,8 +4,9 @@
 # decode projections, Mixtral's experts; docs/workloads.md) on 2 local ranks, every variant side by
 # side: sequential, sequential with the best collective, shaped (LDS, non-blocking, CU mask), each
 # baseline's knobs tuned by the benchmark, and fused; every result checked against sequential.
-# About 2 minutes on a 2-core machine once built (DLRM fills 6.3 GiB of tables: it needs ~8 GiB
-# of free memory; DEMO_WORKLOAD=llama-decode or mixtral-moe runs one workload only).
+# The run takes 72 s on this 2-core VM once built (load average 6-8; DEMO_SKIP_BUILD=1 skips the
+# install and build steps). DLRM fills 6.3 GiB of tables: it needs ~8 GiB of free memory;
+# DEMO_WORKLOAD=llama-decode or mixtral-moe runs one workload only.
 # Extra arguments go to fused_perf (e.g. -n 10 --json out.json).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
