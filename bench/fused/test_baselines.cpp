@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "bars.hpp"
 #include "baselines.hpp"
 
 namespace tilecomm::bench {
@@ -156,6 +157,51 @@ TEST(Baselines, TunedGemvAgreesWithSequential) {
     bench->run(t.mode, t.variant);
     EXPECT_EQ(bench->wrong_vs_sequential(t.mode), 0) << baseline_name(b) << " " << t.knob;
   }
+}
+
+// Issue 13's bars from a row's medians (docs/workloads.md).
+TEST(Bars, OverlapRowMeetsAllThree) {
+  // compute 100, comm 50, sequential 150, best other 130, fused 105 (2 cores, CPU 120).
+  const Bars b = judge(100, 50, 100, 20, 2, 150, 130, 105);
+  EXPECT_EQ(b.ideal_cpu, 100);
+  EXPECT_EQ(b.possible_saving, 50);
+  EXPECT_FALSE(b.small_saving);
+  ASSERT_TRUE(b.recovered);
+  EXPECT_DOUBLE_EQ(*b.recovered, 0.9);
+  EXPECT_TRUE(b.faster_than_all && b.recovered_075 && b.within_115_ideal);
+  EXPECT_EQ(b.text(), "faster than all yes; recovered >= 0.75 yes; <= 1.15 ideal_cpu yes");
+}
+
+TEST(Bars, CpuTimeRaisesTheIdeal) {
+  // Compute and communication each keep both cores busy: the ideal is their sum over 2 cores.
+  const Bars b = judge(100, 50, 200, 100, 2, 150, 150, 150);
+  EXPECT_EQ(b.ideal_cpu, 150);
+  EXPECT_TRUE(b.small_saving);  // nothing to gain
+  EXPECT_FALSE(b.recovered);
+}
+
+TEST(Bars, MissesAreReported) {
+  const Bars b = judge(100, 50, 50, 10, 2, 150, 120, 125);
+  ASSERT_TRUE(b.recovered);
+  EXPECT_DOUBLE_EQ(*b.recovered, 0.5);
+  EXPECT_FALSE(b.faster_than_all);
+  EXPECT_FALSE(b.recovered_075);
+  EXPECT_FALSE(b.within_115_ideal);  // 125 > 115
+  EXPECT_EQ(b.text(), "faster than all **no**; recovered >= 0.75 **no**; <= 1.15 ideal_cpu **no**");
+}
+
+TEST(Bars, SmallSavingOnlyAsksNotSlower) {
+  // Decode-like: comm 1 of a 100 call; sequential sat 10 above compute by noise, which the cap
+  // at min(compute, comm) does not take for room to save.
+  const Bars tie = judge(100, 1, 60, 1, 2, 110, 104, 104);
+  EXPECT_EQ(tie.possible_saving, 1);
+  EXPECT_TRUE(tie.small_saving);
+  EXPECT_FALSE(tie.recovered);
+  EXPECT_TRUE(tie.not_slower_than_best);
+  EXPECT_FALSE(tie.faster_than_all);
+  EXPECT_EQ(tie.text(), "saving < 5 %: not slower than best other yes");
+  EXPECT_EQ(judge(100, 1, 60, 1, 2, 110, 104, 105).text(),
+            "saving < 5 %: not slower than best other **no**");
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 
+#include "bars.hpp"
 #include "baselines.hpp"
 #include "harness.hpp"
 #include "workloads.hpp"
@@ -44,23 +44,9 @@ struct Row {
       if (cols[i].available && cols[i].time.median < best->time.median) best = &cols[i];
     return *best;
   }
-  // max(compute, comm, (compute_cpu + comm_cpu) / cores): docs/workloads.md.
-  double ideal_cpu() const {
-    const double cpu = (compute_cpu.median + comm_cpu.median) / std::max(cores, 1);
-    return std::max({compute.median, comm.median, cpu});
-  }
-  // What overlap could save: sequential - ideal_cpu, but never more than the shorter half
-  // (overlap hides at most min(compute, comm)), so a sequential median that sat high by noise is
-  // not taken for room to save.
-  double possible_saving() const {
-    return std::min(sequential().time.median - ideal_cpu(), std::min(compute.median, comm.median));
-  }
-  // Under 5 % of sequential to gain: the recovered fraction is noise (issue 13).
-  bool small_saving() const { return possible_saving() < 0.05 * sequential().time.median; }
-  std::optional<double> recovered() const {
-    if (small_saving()) return std::nullopt;
-    const double seq = sequential().time.median;
-    return (seq - fused().time.median) / (seq - ideal_cpu());
+  Bars bars() const {
+    return judge(compute.median, comm.median, compute_cpu.median, comm_cpu.median, cores,
+                 sequential().time.median, best_other().time.median, fused().time.median);
   }
 };
 
@@ -117,20 +103,6 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   return row;
 }
 
-std::string yes_no(bool b) {
-  return b ? "yes" : "**no**";
-}
-
-// The bars of issue 13 for this row, as the table prints them.
-std::string bars(const Row& r) {
-  const double fused = r.fused().time.median, best = r.best_other().time.median;
-  if (r.small_saving())
-    return fmt::format("saving < 5 %: not slower than best other {}", yes_no(fused <= best));
-  return fmt::format("faster than all {}; recovered >= 0.75 {}; <= 1.15 ideal_cpu {}",
-                     yes_no(fused < best), yes_no(*r.recovered() >= 0.75),
-                     yes_no(fused <= 1.15 * r.ideal_cpu()));
-}
-
 std::string ms(const Stats& s) {
   return cell(s, 1e-3, 2);
 }
@@ -161,40 +133,41 @@ nlohmann::json to_json(const WorkloadCase& w, const OpBench& bench, const Row& r
     tuning[baseline_name(t.baseline)] = {
         {"winner", t.knob}, {"tried", tried}, {"rejected", t.rejected}};
   }
-  const double fused = r.fused().time.median, best = r.best_other().time.median;
-  const std::optional<double> rec = r.recovered();
-  nlohmann::json j = {{"workload", w.workload},
-                      {"layer", w.label},
-                      {"op", w.op},
-                      {"shape", bench.shape()},
-                      {"bytes", bench.bytes()},
-                      {"ranks", comm.size()},
-                      {"nodes", comm.num_nodes()},
-                      {"cus", dev.num_cus()},
-                      {"slots", dev.wg_slots_per_cu()},
-                      {"cores", r.cores},
-                      {"compute", stats(r.compute)},
-                      {"comm", stats(r.comm)},
-                      {"compute_cpu_us", r.compute_cpu.median},
-                      {"comm_cpu_us", r.comm_cpu.median},
-                      {"ideal_us", std::max(r.compute.median, r.comm.median)},
-                      {"ideal_cpu_us", r.ideal_cpu()},
-                      {"variants", variants},
-                      {"tuning", tuning},
-                      {"best_other", r.best_other().name},
-                      {"fused_over_best_other", fused / best},
-                      {"fused_over_sequential", fused / r.sequential().time.median},
-                      {"fused_over_ideal_cpu", fused / r.ideal_cpu()},
-                      {"possible_saving_us", r.possible_saving()},
-                      {"saving_under_5pct", r.small_saving()},
-                      {"recovered", rec ? nlohmann::json(*rec) : nlohmann::json()},
-                      {"bars", bars(r)},
-                      {"wrong", r.wrong}};
-  j["bar_faster_than_all"] = fused < best;
-  j["bar_not_slower_than_best"] = fused <= best;
-  if (rec) {
-    j["bar_recovered_075"] = *rec >= 0.75;
-    j["bar_within_115_ideal_cpu"] = fused <= 1.15 * r.ideal_cpu();
+  const double fused = r.fused().time.median;
+  const Bars bars = r.bars();
+  nlohmann::json j = {
+      {"workload", w.workload},
+      {"layer", w.label},
+      {"op", w.op},
+      {"shape", bench.shape()},
+      {"bytes", bench.bytes()},
+      {"ranks", comm.size()},
+      {"nodes", comm.num_nodes()},
+      {"cus", dev.num_cus()},
+      {"slots", dev.wg_slots_per_cu()},
+      {"cores", r.cores},
+      {"compute", stats(r.compute)},
+      {"comm", stats(r.comm)},
+      {"compute_cpu_us", r.compute_cpu.median},
+      {"comm_cpu_us", r.comm_cpu.median},
+      {"ideal_us", std::max(r.compute.median, r.comm.median)},
+      {"ideal_cpu_us", bars.ideal_cpu},
+      {"variants", variants},
+      {"tuning", tuning},
+      {"best_other", r.best_other().name},
+      {"fused_over_best_other", fused / r.best_other().time.median},
+      {"fused_over_sequential", fused / r.sequential().time.median},
+      {"fused_over_ideal_cpu", fused / bars.ideal_cpu},
+      {"possible_saving_us", bars.possible_saving},
+      {"saving_under_5pct", bars.small_saving},
+      {"recovered", bars.recovered ? nlohmann::json(*bars.recovered) : nlohmann::json()},
+      {"bars", bars.text()},
+      {"bar_faster_than_all", bars.faster_than_all},
+      {"bar_not_slower_than_best", bars.not_slower_than_best},
+      {"wrong", r.wrong}};
+  if (bars.recovered) {
+    j["bar_recovered_075"] = bars.recovered_075;
+    j["bar_within_115_ideal_cpu"] = bars.within_115_ideal;
   }
   return j;
 }
@@ -226,17 +199,19 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
   for (const WorkloadCase& w : cases) {
     auto bench = make_op_bench(w.op, comm, dev, w.shape, run.base);
     const Row r = measure(run, dev, node, *bench);
-    const std::optional<double> rec = r.recovered();
+    const Bars bars = r.bars();
     if (root) {
       fmt::print(
           "| {} | {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | "
           "{:.2f} | {:.2f} | {} | {} | {} |\n",
           w.workload, w.label, bench->shape(), ms(r.compute), ms(r.comm),
-          (r.compute_cpu.median + r.comm_cpu.median) * 1e-3, r.ideal_cpu() * 1e-3,
+          (r.compute_cpu.median + r.comm_cpu.median) * 1e-3, bars.ideal_cpu * 1e-3,
           col_cell(r.cols[0]), col_cell(r.cols[1]), col_cell(r.cols[2]), col_cell(r.cols[3]),
           col_cell(r.cols[4]), col_cell(r.cols[5]), r.best_other().name,
-          r.fused().time.median / r.best_other().time.median, r.fused().time.median / r.ideal_cpu(),
-          rec ? fmt::format("{:.2f}", *rec) : "n/a (saving < 5 %)", bars(r), r.wrong);
+          r.fused().time.median / r.best_other().time.median,
+          r.fused().time.median / bars.ideal_cpu,
+          bars.recovered ? fmt::format("{:.2f}", *bars.recovered) : "n/a (saving < 5 %)",
+          bars.text(), r.wrong);
       std::fflush(stdout);
     }
     out.push_back(to_json(w, *bench, r, comm, dev));
