@@ -1,6 +1,8 @@
 // libtilecomm_pool_capi.so: one C entry point over kernels::embedding_pool_for(), so a Python
 // script can call tilecomm's pooling kernel through ctypes and time it interleaved with PyTorch's
 // embedding_bag in one process (bench/kernels/pool_vs_torch.py). Not part of the library's API.
+#include <immintrin.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -40,6 +42,26 @@ int tilecomm_pool(const void* table, int bf16, const std::int64_t* indices,
   else
     k.f32(static_cast<const float*>(table), job);
   return 0;
+}
+
+/// The gather roofline of a pooling call: reads one 4-byte word of every cache line of every row
+/// the call gathers (indices[0 .. n), rows of `row_bytes`), prefetching the rows `prefetch`
+/// indices ahead as the kernel does, and does nothing else; no pooling kernel can gather faster
+/// from the same memory. Returns the words' xor so the loads are not optimised away.
+std::uint32_t tilecomm_gather(const void* table, std::size_t row_bytes, const std::int64_t* indices,
+                              std::size_t n, std::size_t prefetch) {
+  const char* base = static_cast<const char*>(table);
+  std::uint32_t sink = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::size_t ahead = j + prefetch < n ? j + prefetch : j;
+    const char* next = base + static_cast<std::size_t>(indices[ahead]) * row_bytes;
+    const char* row = base + static_cast<std::size_t>(indices[j]) * row_bytes;
+    for (std::size_t off = 0; off < row_bytes; off += 64) {
+      sink ^= *reinterpret_cast<const std::uint32_t*>(row + off);
+      _mm_prefetch(next + off, _MM_HINT_T0);
+    }
+  }
+  return sink;
 }
 
 }  // extern "C"

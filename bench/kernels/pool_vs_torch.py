@@ -10,8 +10,10 @@ set's rows were evicted since its last use (the old benchmark reused one set: it
 the cache) and every side sees every set. Reported per shape: per-call CPU time (median and
 [min, max]) and GB/s (bytes of rows gathered, indices x dim x 4, per median second, 1e9 bytes)
 of each side, and the median and [min, max] of the per-round ratio torch time / tilecomm time
-(> 1: tilecomm is faster). Outputs are compared with PyTorch's once per shape (bitwise or not,
-and the largest difference). Run with Debian's python3 (python3-torch) on one core:
+(> 1: tilecomm is faster). One more side, "gather", is the roofline of the same call: one load
+per cache line of every row gathered and the kernel's prefetch, nothing else (tilecomm_gather in
+pool_capi.cpp), so no pooling kernel gathers faster from the same memory. Outputs are compared
+with PyTorch's once per shape (bitwise or not, and the largest difference). Run with Debian's python3 (python3-torch) on one core:
     taskset -c 1 /usr/bin/python3 bench/kernels/pool_vs_torch.py \
         --lib build/bench/kernels/libtilecomm_pool_capi.so
 """
@@ -58,12 +60,22 @@ class Tilecomm:
                       ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
                       ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
         self.fn = f
+        g = self.lib.tilecomm_gather
+        g.restype = ctypes.c_uint32
+        g.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                      ctypes.c_size_t]
+        self.gather_fn = g
 
     def pool(self, table, indices, offsets, out, isa, prefetch):
         rc = self.fn(table.data_ptr(), 0, indices.data_ptr(), offsets.data_ptr(), None, BATCH,
                      table.shape[1], 0, isa, prefetch, out.data_ptr())
         if rc != 0:
             raise RuntimeError(f"tilecomm_pool: this CPU cannot run isa {isa}")
+
+
+    def gather(self, table, indices, prefetch):
+        self.gather_fn(table.data_ptr(), table.shape[1] * 4, indices.data_ptr(), indices.numel(),
+                       prefetch)
 
 
 def summary(xs):
@@ -87,6 +99,11 @@ def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
             for t, i, o in zip(tables, index_sets[s], outs):
                 tc.pool(t, i, csr, o, isa, prefetch)
         fns.append(call)
+
+    def gather_call(s):
+        for t, i in zip(tables, index_sets[s]):
+            tc.gather(t, i, 16)
+    fns.append(gather_call)
 
     def torch_call(s):
         for t, i in zip(tables, index_sets[s]):
@@ -147,7 +164,7 @@ def main():
     variants = [(ISAS[i], p) for i in args.isa for p in args.prefetch]
     names = [f"{i}/pf{p}" if p >= 0 else i for i in args.isa for p in args.prefetch]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; columns: "
-          f"{', '.join(names)}, torch; times: CPU ms per call, median [min, max]; "
+          f"{', '.join(names)}, gather (roofline), torch; times: CPU ms per call, median [min, max]; "
           f"ratio: torch / tilecomm per round, median [min, max]", flush=True)
     bigs = {"small": (False,), "big": (True,), "both": (False, True)}[args.tables]
     seed = 1
@@ -162,7 +179,7 @@ def main():
                     seed += 1
                     r = run_shape(tc, variants, tables, dim, pool, dist == "zipf", args, seed)
                     line = f"{shape:>10} {dist:>7} dim {dim:>3} pool {pool:>3}:"
-                    for n, s in zip(names + ["torch"], r["sides"]):
+                    for n, s in zip(names + ["gather", "torch"], r["sides"]):
                         ms, lo, hi = s["ms"]
                         line += f"  {n} {ms:7.3f} [{lo:.3f}, {hi:.3f}] {s['gbs']:5.2f} GB/s"
                         if n != "torch":
