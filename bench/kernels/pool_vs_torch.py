@@ -96,10 +96,10 @@ def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
     # allocator hands the same block to the next call.
     out = torch.empty(BATCH, dim)
     fns = []
-    for isa, prefetch in variants:
-        def call(s, isa=isa, prefetch=prefetch):
+    for lib, isa, prefetch in variants:
+        def call(s, lib=lib, isa=isa, prefetch=prefetch):
             for t, i in zip(tables, index_sets[s]):
-                tc.pool(t, i, csr, out, isa, prefetch)
+                lib.pool(t, i, csr, out, isa, prefetch)
         fns.append(call)
 
     def gather_call(s):
@@ -114,9 +114,9 @@ def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
 
     # Agreement with PyTorch on set 0, table by table (the first variant).
     bitwise, diff = True, 0.0
-    isa0, prefetch0 = variants[0]
+    lib0, isa0, prefetch0 = variants[0]
     for t, i in zip(tables, index_sets[0]):
-        tc.pool(t, i, csr, out, isa0, prefetch0)
+        lib0.pool(t, i, csr, out, isa0, prefetch0)
         want = torch.nn.functional.embedding_bag(i, t, offsets, mode="sum")
         bitwise = bitwise and torch.equal(out, want)
         diff = max(diff, float((out - want).abs().max()))
@@ -154,6 +154,9 @@ def main():
                     help="tilecomm paths to time (each a column)")
     ap.add_argument("--prefetch", type=int, nargs="*", default=[-1],
                     help="prefetch distances in rows (-1: the kernel's default; each a column)")
+    ap.add_argument("--baseline-lib", metavar="SO",
+                    help="another build's libtilecomm_pool_capi.so, timed as one more column "
+                         "('baseline', its default path) in the same rounds")
     ap.add_argument("--dims", type=int, nargs="*", default=[64, 128])
     ap.add_argument("--pools", type=int, nargs="*", default=[1, 8, 32, 100])
     ap.add_argument("--dists", nargs="*", default=["uniform", "zipf"], choices=["uniform", "zipf"])
@@ -165,8 +168,11 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     tc = Tilecomm(args.lib)
-    variants = [(ISAS[i], p) for i in args.isa for p in args.prefetch]
+    variants = [(tc, ISAS[i], p) for i in args.isa for p in args.prefetch]
     names = [f"{i}/pf{p}" if p >= 0 else i for i in args.isa for p in args.prefetch]
+    if args.baseline_lib:
+        variants.append((Tilecomm(args.baseline_lib), -1, -1))
+        names.append("baseline")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; columns: "
           f"{', '.join(names)}, gather (roofline), torch; times: CPU ms per call, median [min, max]; "
           f"ratio: torch / tilecomm per round, median [min, max]", flush=True)
