@@ -162,6 +162,11 @@ def main():
     ap.add_argument("--dists", nargs="*", default=["uniform", "zipf"], choices=["uniform", "zipf"])
     ap.add_argument("--tables", choices=["small", "big", "both"], default="both",
                     help="4 x 100k rows, one 256 MiB table, or both")
+    ap.add_argument("--small-rows", type=int, default=SMALL_ROWS,
+                    help="rows of each of the 4 small tables")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless tilecomm's output equals PyTorch's bitwise in every shape "
+                         "(the smoke test's use)")
     ap.add_argument("--min-rounds", type=int, default=15)
     ap.add_argument("--min-time", type=float, default=1.0,
                     help="least CPU seconds of PyTorch calls per shape")
@@ -177,13 +182,13 @@ def main():
           f"{', '.join(names)}, gather (roofline), torch; times: CPU ms per call, median [min, max]; "
           f"ratio: torch / tilecomm per round, median [min, max]", flush=True)
     bigs = {"small": (False,), "big": (True,), "both": (False, True)}[args.tables]
-    seed = 1
+    seed, mismatches = 1, 0
     for big in bigs:
         for dim in args.dims:
-            rows = BIG_BYTES // (dim * 4) if big else SMALL_ROWS
+            rows = BIG_BYTES // (dim * 4) if big else args.small_rows
             gen = torch.Generator().manual_seed(0)
             tables = [torch.rand(rows, dim, generator=gen) for _ in range(1 if big else 4)]
-            shape = "1 x 256MiB" if big else "4 x 100k"
+            shape = "1 x 256MiB" if big else f"4 x {args.small_rows // 1000}k"
             for dist in args.dists:
                 for pool in args.pools:
                     seed += 1
@@ -198,7 +203,11 @@ def main():
                     line += (f"  (sets {r['sets']}, rounds {r['rounds']}, "
                              f"{'bitwise' if r['bitwise'] else 'max diff %.3g' % r['diff']})")
                     print(line, flush=True)
+                    mismatches += 0 if r["bitwise"] else 1
             del tables
+    if args.check and mismatches:
+        print(f"FAILED: {mismatches} shape(s) differ from PyTorch's embedding_bag")
+        sys.exit(1)
 
 
 if __name__ == "__main__":
