@@ -27,8 +27,8 @@ namespace {  // NOLINT(google-build-namespaces): see above
 /// bag g into NV accumulators in index order, divides by the bag size for mean, stores them at dst.
 /// For every index j it prefetches, one prefetch per cache line and each issued right after the
 /// load of that line of row j, the same columns of the row `distance` indices ahead (FBGEMM's
-/// scheme: no separate prefetch loop, no extra instructions per row); past the call's last index
-/// (`last`) it prefetches row j itself instead of branching.
+/// scheme: no separate prefetch loop, no branch); past the call's last index (`last`) it
+/// prefetches row j itself instead of branching.
 template <class V, int NV, bool Weighted, class T>
 inline void pool_bag_block(const T* table, const PoolJob& job, std::size_t g, std::size_t col0,
                            typename V::Mask tail, std::int64_t last, std::int64_t distance,
@@ -72,7 +72,7 @@ inline void pool_bag_block(const T* table, const PoolJob& job, std::size_t g, st
 
 /// Pools every bag of the job, one bag at a time: `full` passes of kMaxVecs vectors over its
 /// columns, then one pass of NVLast vectors (the last masked by `tail`; none when NVLast is 0),
-/// so the passes of a bag after the first re-read rows that the first brought into the cache.
+/// back to back, so a bag's later passes find its indices in L1 and its rows' pages in the TLB.
 /// Rows job.prefetch indices ahead are prefetched (within the indices of this call's bags).
 template <class V, int NVLast, bool Weighted, class T>
 void pool_rows(const T* table, const PoolJob& job, std::size_t full, typename V::Mask tail) {
