@@ -1,24 +1,27 @@
 #!/usr/bin/python3
 """tilecomm's embedding pooling kernel against PyTorch's embedding_bag, interleaved in one process.
 
-Each round calls tilecomm's kernel (through ctypes: build/bench/kernels/libtilecomm_pool_capi.so,
-one or more variants: ISA path, prefetch distance) and then torch.nn.functional.embedding_bag
-(mode="sum", one thread) on the same tables, A B A B ..., and records the CPU time of every call
-(time.process_time_ns: the machine is shared). Every call takes the next of S index sets, S odd
-and large enough that the rows of the S sets together are over twice the 32 MiB L3 cache, so a
-set's rows were evicted since its last use (the old benchmark reused one set: its rows came from
-the cache) and every side sees every set. Reported per shape: per-call CPU time (median and
-[min, max]) and GB/s (bytes of rows gathered, indices x dim x 4, per median second, 1e9 bytes)
-of each side, and the median and [min, max] of the per-round ratio torch time / tilecomm time
-(> 1: tilecomm is faster). One more side, "gather", is the roofline of the same call: one load
-per cache line of every row gathered and the kernel's prefetch, nothing else (tilecomm_gather in
-pool_capi.cpp), so no pooling kernel gathers faster from the same memory. Outputs are compared
-with PyTorch's once per shape (bitwise or not, and the largest difference). Run with Debian's python3 (python3-torch) on one core:
+Each round calls tilecomm's kernel (through ctypes: build/bench/kernels/libtilecomm_pool_capi.so;
+one or more variants: ISA path, prefetch distance, another build's library) and then
+torch.nn.functional.embedding_bag (mode="sum", one thread) on the same tables, A B A B ..., and
+records the CPU time of every call (time.process_time_ns: the machine is shared). Every call
+takes the next of S index sets, S coprime to the number of timed sides and large enough that the
+rows of the S sets together are over twice the 32 MiB L3 cache, so a set's rows were evicted
+since its last use (the old benchmark reused one set: its rows came from the cache) and every
+side sees every set. Reported per shape: per-call CPU time (median and [min, max]) and GB/s
+(bytes of rows gathered, indices x dim x 4, per median second, 1e9 bytes) of each side, and the
+median and [min, max] of the per-round ratio torch time / tilecomm time (> 1: tilecomm is
+faster). One more side, "gather", is the roofline of the same call: one load per cache line of
+every row gathered and the kernel's prefetch, nothing else (tilecomm_gather in pool_capi.cpp),
+so no pooling kernel gathers faster from the same memory. Outputs are compared with PyTorch's
+once per shape (bitwise or not, and the largest difference; --check fails unless bitwise). Run
+with Debian's python3 (python3-torch) on one core:
     taskset -c 1 /usr/bin/python3 bench/kernels/pool_vs_torch.py \
         --lib build/bench/kernels/libtilecomm_pool_capi.so
 """
 import argparse
 import ctypes
+import math
 import statistics
 import sys
 import time
@@ -85,8 +88,12 @@ def summary(xs):
 def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
     count, rows = len(tables), tables[0].shape[0]
     set_bytes = count * BATCH * pool * dim * 4
+    # Calls take sets 0, 1, 2, ... in turn across the sides (the variants, gather, torch): with S
+    # coprime to the number of sides, every side meets every set.
+    sides = len(variants) + 2
     sets = max(3, -(-2 * L3_BYTES // set_bytes))
-    sets += 1 - sets % 2  # odd: consecutive calls alternate sides, so each side meets every set
+    while math.gcd(sets, sides) != 1:
+        sets += 1
     rng = np.random.default_rng(seed)
     index_sets = [[torch.from_numpy(make_indices(rows, pool, zipf, rng)) for _ in tables]
                   for _ in range(sets)]
