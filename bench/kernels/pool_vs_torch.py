@@ -186,7 +186,8 @@ def main():
         variants.append((Tilecomm(args.baseline_lib), -1, -1))
         names.append("baseline")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; columns: "
-          f"{', '.join(names)}, gather (roofline), torch; times: CPU ms per call, median [min, max]; "
+          f"{', '.join(names)}, gather (roofline), torch; "
+          f"times: CPU ms per call, median [min, max]; "
           f"ratio: torch / tilecomm per round, median [min, max]", flush=True)
     bigs = {"small": (False,), "big": (True,), "both": (False, True)}[args.tables]
     seed, mismatches = 1, 0
