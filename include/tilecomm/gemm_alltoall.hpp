@@ -102,6 +102,20 @@ class GemmAllToAll {
                  std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
                  float* y, Mode mode);
 
+  /// Packs this rank's expert weights once (weights[e]: local expert e, [K x N] row-major), for
+  /// the calls that pass no weights: run(x, ...) and run_layer(tokens, ...) then skip the
+  /// per-call packing — a full read and write of the weights, which with few rows per expert (MoE
+  /// decode, small batches) costs as much as the GEMMs themselves. For weights that stay the same
+  /// between calls: the weights are read now, not kept; call set_weights() again after changing
+  /// them. Local (no communication). A call that passes weights packs them itself and ends this
+  /// packing (a later call without weights raises Error(InvalidArgument) until set_weights()).
+  void set_weights(std::span<const float* const> weights);
+  /// run() and run_layer() on the weights packed by set_weights() (see there).
+  void run(const float* x, std::span<const std::size_t> recv_counts,
+           std::span<const std::size_t> send_counts, float* y, Mode mode);
+  void run_layer(const float* tokens, std::span<const std::size_t> recv_counts,
+                 std::span<const std::size_t> send_counts, float* y, Mode mode);
+
   std::size_t num_experts() const;   ///< experts in the job
   std::size_t first_expert() const;  ///< global id of this rank's first expert
   std::size_t local_experts() const;

@@ -113,16 +113,17 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
   return tiles;
 }
 
-void GemmAllToAllImpl::pack_weights(std::span<const float* const> weights) {
+void GemmAllToAllImpl::pack_weights(std::span<const float* const> weights, bool all) {
   const int p = topo.size;
   const std::size_t chunks = (packed.panels() + kPackPanels - 1) / kPackPanels;
   std::vector<std::size_t> used;  // experts with rows in this call
   for (std::size_t e = 0; e < local_experts; ++e) {
     std::size_t rows = 0;
-    for (int s = 0; s < p; ++s)
+    for (int s = 0; s < p && !all; ++s)
       rows += route.recv_counts[e * p + s];
-    if (rows > 0) used.push_back(e);
+    if (all || rows > 0) used.push_back(e);
   }
+  weights_set = all;
   ctx.run_compute(used.size() * chunks, [&](std::size_t task) {
     const std::size_t e = used[task / chunks], c = task % chunks;
     packed.pack(e, weights[e], n, c * kPackPanels, (c + 1) * kPackPanels);
@@ -194,11 +195,23 @@ void GemmAllToAll::run(std::span<const float* const> weights, const float* x,
   detail::GemmAllToAllImpl& op = *impl_;
   op.ctx.dispatch(
       mode, {op.k, op.n, op.experts()},
-      [&] {
-        op.prepare(weights, x, recv_counts, send_counts, y);
-        op.pack_weights(weights);
-      },
+      [&] { op.prepare_call(weights, x, recv_counts, send_counts, y, false); },
       [&] { op.run_sequential(x, y); }, [&] { op.run_shaped(x, y); }, [&] { op.run_fused(x, y); });
+}
+
+void GemmAllToAll::run(const float* x, std::span<const std::size_t> recv_counts,
+                       std::span<const std::size_t> send_counts, float* y, Mode mode) {
+  run({}, x, recv_counts, send_counts, y, mode);
+}
+
+void GemmAllToAll::set_weights(std::span<const float* const> weights) {
+  detail::GemmAllToAllImpl& op = *impl_;
+  if (weights.size() != op.local_experts)
+    op.ctx.invalid(fmt::format("set_weights: weights has {} entries; this rank owns {} experts",
+                               weights.size(), op.local_experts));
+  for (std::size_t e = 0; e < weights.size(); ++e)
+    if (weights[e] == nullptr) op.ctx.invalid(fmt::format("set_weights: weights[{}] is null", e));
+  op.pack_weights(weights, true);
 }
 
 void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights, const float* x,
@@ -206,7 +219,7 @@ void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights
                          std::span<const std::size_t> send_counts) {
   detail::GemmAllToAllImpl& impl = detail::BenchAccess::impl(op);
   impl.prepare(weights, x, recv_counts, send_counts, nullptr, false);
-  impl.pack_weights(weights);
+  if (!weights.empty() || impl.local_experts == 0) impl.pack_weights(weights);  // else set_weights
   const auto tiles = impl.make_tiles(0, impl.local_experts, false);
   impl.ctx.run_compute(tiles.size(), [&](std::size_t i) { impl.gemm_to_send(x, tiles[i]); });
 }

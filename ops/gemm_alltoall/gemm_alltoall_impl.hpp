@@ -71,8 +71,14 @@ struct GemmAllToAllImpl {
   }
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
   /// Every mode's first step: packs the weights of the local experts that received rows into
-  /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for).
-  void pack_weights(std::span<const float* const> weights);
+  /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for); forgets
+  /// set_weights()' packing. With `all`, every local expert (set_weights()).
+  void pack_weights(std::span<const float* const> weights, bool all = false);
+  /// A call's validation and weights: `weights` empty = set_weights()' packing (an error in
+  /// local_error when there is none).
+  void prepare_call(std::span<const float* const> weights, const float* x,
+                    std::span<const std::size_t> recv_counts,
+                    std::span<const std::size_t> send_counts, const float* y, bool layer);
   /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc), from `packed`.
   void gemm_tile(const float* x, const GemmTile& t, float* dst, std::size_t ldc) const;
   /// gemm_tile into the send buffer of the unfused modes (grouped by source rank, then expert).
@@ -107,6 +113,7 @@ struct GemmAllToAllImpl {
   std::vector<float> send_buf;    // unfused modes: results grouped by source rank, then expert
   std::vector<float> x_in;        // run_layer's unfused modes: the dispatched rows (on first use)
   kernels::PackedWeights packed;  // this call's weights, packed by pack_weights
+  bool weights_set = false;       // `packed` holds every local expert, from set_weights()
   // Fused: flags [experts x max_row_blocks x col_blocks]; per inbox half one slot of slot_rows x N
   // per other on-node rank, holding the blocks that owner returns here in the owner's order
   // (pair_row), since an owner does not know where they go in this rank's y; headers of 2 x the

@@ -142,10 +142,7 @@ void GemmAllToAll::run_layer(std::span<const float* const> weights, const float*
   detail::GemmAllToAllImpl& op = *impl_;
   op.ctx.dispatch(
       mode, {op.k, op.n, op.experts()},
-      [&] {
-        op.prepare(weights, tokens, recv_counts, send_counts, y, true, true);
-        op.pack_weights(weights);
-      },
+      [&] { op.prepare_call(weights, tokens, recv_counts, send_counts, y, true); },
       [&] {
         op.dispatch_tokens(tokens);
         op.run_sequential(op.x_in.data(), y);
@@ -155,6 +152,11 @@ void GemmAllToAll::run_layer(std::span<const float* const> weights, const float*
         op.run_shaped(op.x_in.data(), y);
       },
       [&] { op.run_fused_layer(tokens, y); }, 1);
+}
+
+void GemmAllToAll::run_layer(const float* tokens, std::span<const std::size_t> recv_counts,
+                             std::span<const std::size_t> send_counts, float* y, Mode mode) {
+  run_layer({}, tokens, recv_counts, send_counts, y, mode);
 }
 
 }  // namespace tilecomm

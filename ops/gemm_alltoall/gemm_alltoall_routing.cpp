@@ -25,7 +25,11 @@ std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights,
                                           std::span<const std::size_t> send_counts, const float* y,
                                           bool check_y, bool layer) const {
   const int p = topo.size;
-  if (weights.size() != local_experts)
+  const bool packed_already = weights.empty() && local_experts > 0;  // a call without weights
+  if (packed_already && !weights_set)
+    return "no weights: pass them, or call set_weights() before a call without them (a call "
+           "with weights ends set_weights()' packing)";
+  if (weights.size() != local_experts && !packed_already)
     return fmt::format("weights has {} entries; this rank owns {} experts", weights.size(),
                        local_experts);
   if (recv_counts.size() != local_experts * p)
@@ -43,7 +47,7 @@ std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights,
     return fmt::format("recv_counts add up to {} rows, above max_rows_in = {}", in, max_in);
   if (out > max_out)
     return fmt::format("send_counts add up to {} rows, above max_rows_out = {}", out, max_out);
-  for (std::size_t e = 0; e < local_experts; ++e)
+  for (std::size_t e = 0; e < weights.size(); ++e)
     if (weights[e] == nullptr) return fmt::format("weights[{}] is null", e);
   // run_layer: x is the caller's tokens, one row per result row.
   const std::size_t x_rows = layer ? out : in;
@@ -65,6 +69,14 @@ void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const floa
   if (!error.empty()) ctx.invalid(error);
   check_local_routing(recv_counts, send_counts, layer);
   derive_routing(recv_counts, send_counts, layer);
+}
+
+void GemmAllToAllImpl::prepare_call(std::span<const float* const> weights, const float* x,
+                                    std::span<const std::size_t> recv_counts,
+                                    std::span<const std::size_t> send_counts, const float* y,
+                                    bool layer) {
+  prepare(weights, x, recv_counts, send_counts, y, true, layer);
+  if (!weights.empty() || local_experts == 0) pack_weights(weights);
 }
 
 void GemmAllToAllImpl::agree_routing(const std::string& error,

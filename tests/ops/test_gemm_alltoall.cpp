@@ -171,6 +171,61 @@ TEST(GemmAllToAll, LayerRejectsRowsAboveAnOwnersCapacity) {
   }
 }
 
+// set_weights(): the weights packed once; calls without weights (run and run_layer, every mode)
+// use them, even after the caller's buffers change; a call with weights ends that packing.
+TEST(GemmAllToAll, WeightsPackedOnceServeLaterCalls) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  const MoeExperts ex(p, experts_of);
+  const std::size_t k = 9, n = 20;
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) { return small_int(g * 3 + i + j * 5); };
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 500, 500);
+  auto w = ex.weights(me, k, n, W);
+  op.set_weights(pointers(w));
+  for (auto& v : w)  // the caller's buffers change: the packed weights must not
+    std::fill(v.begin(), v.end(), 99.0f);
+  for (int call = 0; call < 2; ++call) {
+    auto cnt = [&](int s, std::size_t g) {
+      return static_cast<std::size_t>((s + 2 * g + call) % 5);
+    };
+    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
+      return small_int(s + g + i * 3 + kk * 7 + call);
+    };
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    for (Mode mode : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto})
+      for (int layer = 0; layer < 2; ++layer) {
+        std::vector<float> y(c.ref.size(), -1.0f);
+        if (layer)
+          op.run_layer(c.tokens.data(), c.recv, c.send, y.data(), mode);
+        else
+          op.run(c.x.data(), c.recv, c.send, y.data(), mode);
+        int wrong = 0;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          wrong += y[i] != c.ref[i];
+        EXPECT_EQ(wrong, 0) << (layer ? "run_layer" : "run") << " mode " << to_string(mode)
+                            << " call " << call;
+      }
+  }
+  // A call with weights packs them itself and ends set_weights()' packing.
+  const MoeCall c = make_moe_call(
+      ex, p, me, k, n, [](int, std::size_t) { return std::size_t{1}; },
+      [](int, std::size_t, std::size_t, std::size_t) { return 1.0f; }, W);
+  std::vector<float> y(c.ref.size());
+  const auto fresh = ex.weights(me, k, n, W);
+  op.run(pointers(fresh), c.x.data(), c.recv, c.send, y.data(), Mode::Sequential);
+  EXPECT_EQ(y, c.ref);
+  try {
+    op.run(c.x.data(), c.recv, c.send, y.data(), Mode::Sequential);
+    ADD_FAILURE() << "no error for a call without weights after a call with them";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set_weights"), std::string::npos) << e.what();
+  }
+  std::vector<const float*> one_short(experts_of(me) - 1, fresh[0].data());
+  EXPECT_THROW(op.set_weights(one_short), Error);
+}
+
 TEST(GemmAllToAll, MatchesReferenceInEveryMode) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
