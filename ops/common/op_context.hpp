@@ -26,6 +26,7 @@
 #include "ops/common/auto_mode.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
+#include "ops/model/predict.hpp"
 #include "runtime/flags.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/device.hpp"
@@ -138,11 +139,18 @@ class OpContext {
   void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
                 Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
     refuse_if_failed();
-    const bool trial = mode == Mode::Auto && !auto_.choice();
-    if (mode == Mode::Auto) mode = auto_.next();
     tiles_moving_ = false;
     try {
-      verify(mode, shape);
+      // The first Auto call is verified as "auto" before it plans (a collective), so that a rank
+      // that passed another mode gets a Mismatch, not a stray AllReduce.
+      const bool planning = mode == Mode::Auto && !auto_planned_;
+      if (planning) {
+        verify(mode, shape);
+        plan_auto();
+      }
+      const bool trial = mode == Mode::Auto && !auto_.choice();
+      if (mode == Mode::Auto) mode = auto_.next();
+      if (!planning) verify(mode, shape);
       if constexpr (std::is_same_v<decltype(validate()), bool>) {
         if (!validate()) return;
       } else {
@@ -171,6 +179,15 @@ class OpContext {
   }
   /// Mode::Auto's settled mode; empty while it is still trying modes.
   std::optional<Mode> auto_choice() const { return auto_.choice(); }
+  /// This call shape for Auto's model (ops/model/predict.hpp), set by the operator; it may be
+  /// refined (e.g. from the first call's indices) until the first Auto call plans.
+  void set_model_shape(const model::OpShape& shape) { model_shape_ = shape; }
+  /// Whether the first Auto call has planned (predicted and agreed) yet.
+  bool auto_planned() const { return auto_planned_; }
+  /// The model's agreed predictions (slowest rank's, per mode), when Auto planned from a profile.
+  std::optional<std::array<double, 3>> auto_predictions() const { return predictions_; }
+  /// The rank layout the model sees: ranks, nodes, this device's CUs and WG slots.
+  model::Layout model_layout() const;
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
   /// Runs the shaped mode's chunk loop as ShapedOptions::policy says and waits for all of it.
@@ -188,7 +205,15 @@ class OpContext {
   void note_failure(std::exception_ptr error);
   // Collective: the slowest rank's time of every Auto trial call, then the choice.
   void settle_auto();
+  // Collective (the first Auto call): every rank's prediction of each mode from its profile, the
+  // slowest rank's agreed (one AllReduce of 4 doubles); a clear winner settles at once, else only
+  // the plausible candidates are tried. Without a profile (or a shape) on some rank: all measure.
+  void plan_auto();
   AutoMode auto_;
+  std::optional<model::Profile> profile_;  // Auto's cost profile (OpOptions::profile)
+  std::optional<model::OpShape> model_shape_;
+  std::optional<std::array<double, 3>> predictions_;
+  bool auto_planned_ = false;
   // The NonBlocking policy's chunk loop: compute on every CU, each chunk's collective handed to
   // host_progress_ once its compute is done.
   void run_nonblocking(const ShapedChunks& plan);
