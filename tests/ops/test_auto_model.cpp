@@ -31,7 +31,7 @@ class ProfileDir {
   }
   // This rank's file `name`.
   std::string write(const Profile& p, const std::string& name) const {
-    const std::string path = fmt::format("{}/{}.rank{}.json", dir_, name, world_rank());
+    const std::string path = dir_ + "/" + name + ".rank" + std::to_string(world_rank()) + ".json";
     model::save_profile(p, path);
     return path;
   }
@@ -206,7 +206,7 @@ TEST(AutoModel, MissingOrCorruptNamedProfileIsAnError) {
   ProfileDir dir;
   Communicator comm(MPI_COMM_WORLD);
   Device dev(two_cus());
-  const std::string corrupt = dir.path(fmt::format("corrupt.rank{}.json", comm.rank()));
+  const std::string corrupt = dir.path("corrupt.rank" + std::to_string(comm.rank()) + ".json");
   std::ofstream(corrupt) << "{\"format\": \"tilecomm-profile-1\"";
   for (const std::string& path : {dir.path("missing.json"), corrupt}) {
     OpOptions o;
