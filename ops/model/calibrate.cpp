@@ -77,7 +77,7 @@ Fit calibrate_gemv(std::vector<float>& big) {
   Points pts;
   std::vector<float> x(8192, 1.0f), y(4096);
   for (std::size_t rows : {16, 64, 256, 1024})
-    for (std::size_t k : {256, 1024, 4096}) {
+    for (std::size_t k : {16, 64, 256, 1024, 4096}) {
       const std::size_t elems = rows * k, slots = kStreamFloats / elems;
       const double t = time_median(31, [&](int r) {
         const float* w = big.data() + (static_cast<std::size_t>(r) % slots) * elems;
@@ -91,33 +91,35 @@ Fit calibrate_gemv(std::vector<float>& big) {
 
 Fit calibrate_embedding(std::vector<float>& big) {
   Points pts;
+  constexpr int kReps = 31;
   std::vector<std::int64_t> idx, off;
   std::vector<float> out(256 * 256);
   std::uint64_t seed = 12345;
   for (std::size_t dim : {16, 64, 256})
     for (std::size_t bags : {8, 64, 256})
       for (std::size_t pool : {1, 20}) {
-        const std::size_t rows = kStreamFloats / dim;
+        // Fresh random rows for every repetition: repeating one set would time cached rows.
+        const std::size_t rows = kStreamFloats / dim, n = bags * pool;
         idx.clear();
-        off.assign(1, 0);
-        for (std::size_t b = 0; b < bags; ++b) {
-          for (std::size_t i = 0; i < pool; ++i) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            idx.push_back(static_cast<std::int64_t>((seed >> 33) % rows));
-          }
-          off.push_back(static_cast<std::int64_t>(idx.size()));
+        for (std::size_t i = 0; i < n * (kReps + 1); ++i) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          idx.push_back(static_cast<std::int64_t>((seed >> 33) % rows));
         }
+        off.assign(1, 0);
+        for (std::size_t b = 0; b < bags; ++b)
+          off.push_back(off.back() + static_cast<std::int64_t>(pool));
         kernels::PoolJob job;
-        job.indices = idx.data();
         job.offsets = off.data();
         job.bag0 = 0;
         job.bag1 = bags;
         job.dim = dim;
         job.dst = out.data();
         job.stride = dim;
-        const double t =
-            time_median(31, [&](int) { kernels::embedding_pool().f32(big.data(), job); });
-        pts.add(double(bags * pool), double(bags * pool * dim), t);
+        const double t = time_median(kReps, [&](int r) {
+          job.indices = idx.data() + static_cast<std::size_t>(r) * n;
+          kernels::embedding_pool().f32(big.data(), job);
+        });
+        pts.add(double(n), double(n * dim), t);
       }
   return pts.fit(3);
 }
@@ -125,12 +127,12 @@ Fit calibrate_embedding(std::vector<float>& big) {
 Fit calibrate_gemm() {
   Points pts;
   for (std::size_t k : {64, 256})
-    for (std::size_t n : {64, 256}) {
+    for (std::size_t n : {64, 256, 1024}) {  // packed weights 16 KiB .. 1 MiB (past L2)
       std::vector<float> b(k * n, 0.5f), a(256 * k, 0.25f), c(256 * n);
       kernels::PackedWeights w;
       w.reset(1, k, n);
       w.pack(0, b.data(), n, 0, w.panels());
-      for (std::size_t rows : {8, 32, 128}) {
+      for (std::size_t rows : {8, 32, 128, 256}) {
         const double t = time_median(
             31, [&](int) { kernels::gemm_tile(a.data(), k, rows, w, 0, 0, n, c.data(), n); });
         pts.add(double(rows), double(rows * k * n), t);

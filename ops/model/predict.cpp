@@ -248,9 +248,9 @@ Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const Op
     const PathCost& mpi = path(p, true);
     const PathCost& shm = path(p, false);
     const double tb = w.tile_bytes;
-    const double cpu = w.tiles * w.tile_s +
-                       w.msgs_off * (mpi.cpu_send.at(tb) + mpi.cpu_recv.at(tb)) +
-                       w.msgs_on * (tb * shm.beta() + p.flag_s) + w.reduce_bytes * p.reduce.c[1];
+    const double cpu =
+        w.tiles * w.tile_s + w.msgs_off * (mpi.cpu_send.at(tb) + mpi.cpu_recv.at(tb)) +
+        w.msgs_on * (shm.cpu_send.at(tb) + shm.cpu_recv.at(tb)) + w.reduce_bytes * p.reduce.c[1];
     const double link = w.msgs_off > 0 ? w.msgs_off * tb * mpi.beta() : 0.0;
     const double tail = w.msgs_off > 0  ? mpi.alpha() + p.proxy_s + tb * mpi.beta()
                         : w.msgs_on > 0 ? p.flag_s + tb * shm.beta()

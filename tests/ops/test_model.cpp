@@ -72,7 +72,8 @@ Profile round_profile() {
   Profile p;
   p.gemv.c = {0, 0, 1e-9};  // 1 ns per multiply-add
   p.shm.measured = true;
-  p.shm.time.c = {1e-6, 1e-9};  // 1 us + 1 ns/B
+  p.shm.time.c = {1e-6, 1e-9};        // 1 us + 1 ns/B
+  p.shm.cpu_send.c = {0.2e-6, 1e-9};  // the copy and the flag
   p.flag_s = 0.5e-6;
   p.mpi.measured = true;
   p.mpi.time.c = {10e-6, 2e-9};
@@ -100,9 +101,10 @@ TEST(ModelPredict, GemvOnOneNodeByHand) {
   // Shaped, 4 chunks: chunk compute 256 us, chunk collective 2 x 1 us + 2 x 512 B x 1 ns; the
   // pipeline 256 + 3 x 256 + 3.024 us is under the CPU bound 1024 + 4 x 1.024 us.
   EXPECT_NEAR(r.shaped, 1028.096e-6, 1e-12);
-  // Fused, one-shot (4 KiB): 4 blocks to the one peer, each a 1024 B copy and a flag on the
-  // cores; then the first tile's compute and the last block's flag and copy.
-  EXPECT_NEAR(r.fused, (1024 + 4 * (1.024 + 0.5) + 256 + 0.5 + 1.024) * 1e-6, 1e-12);
+  // Fused, one-shot (4 KiB): 4 blocks to the one peer, each a 1024 B copy and a flag (0.2 us +
+  // 1 ns/B of CPU) on the cores; then the first tile's compute and the last block's flag latency
+  // and copy.
+  EXPECT_NEAR(r.fused, (1024 + 4 * (0.2 + 1.024) + 256 + 0.5 + 1.024) * 1e-6, 1e-12);
 }
 
 TEST(ModelPredict, GemvAcrossTwoNodesByHand) {
