@@ -81,7 +81,7 @@ def main():
                       f"{pred[key]:.0f} | {pred[key] / med:.2f} |")
             # CPU per rank of the compute alone (fused_perf sums a node's ranks): what the model
             # predicts when other users' load stretches the wall times.
-            cpu = row["compute_cpu_us"] / (a.np // row["nodes"])
+            cpu = row["compute_cpu_us"] / a.np  # every rank runs on this one host
             print(f"| {op} | {row['shape']} | {row['nodes']} | compute, CPU per rank | {cpu:.0f} | "
                   f"{pred['compute']:.0f} | {pred['compute'] / cpu:.2f} |")
             print(f"| {op} | {row['shape']} | {row['nodes']} | auto | — | {pred['auto']} | |",

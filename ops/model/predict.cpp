@@ -255,7 +255,8 @@ Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const Op
     const double tail = w.msgs_off > 0  ? mpi.alpha() + p.proxy_s + tb * mpi.beta()
                         : w.msgs_on > 0 ? p.flag_s + tb * shm.beta()
                                         : 0.0;
-    r.fused = p.launch_s + std::max(cpu / cus, link) + (w.tiles ? w.tile_s : 0.0) + tail;
+    // A pipeline: the link starts after the first tile (fill), the last tile's transfer drains.
+    r.fused = p.launch_s + std::max(cpu / cus, (w.tiles ? w.tile_s : 0.0) + link) + tail;
   }
   return r;
 }

@@ -49,7 +49,7 @@ Profile base() {
   return p;
 }
 // One launch costs half a tile; flags, messages' CPU and the proxy a tile each: chunking and
-// per-tile messages only add (2 tiles: sequential 1.5, fused 2.5+, shaped 3.5).
+// per-tile messages only add (2 tiles, p >= 2: sequential 1.5, fused 2.5+, shaped 3.5).
 Profile sequential_wins() {
   Profile p = base();
   p.launch_s = 0.5;
@@ -128,7 +128,9 @@ void expect_settles_at_once(const Profile& p, std::size_t tile, Mode want, const
   }
 }
 
+// With one rank fused is sequential's work (nothing to send): a tie, so sequential needs peers.
 TEST(AutoModel, SequentialSettlesAtOnce) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank: fused ties sequential";
   expect_settles_at_once(sequential_wins(), 512, Mode::Sequential, "sequential");
 }
 
@@ -160,8 +162,8 @@ TEST(AutoModel, RanksWithDifferentProfilesAgree) {
   expect_same_everywhere(*g.op.auto_choice());
 }
 
-// Sequential 6 s, fused 7 s (within 20 %), shaped 17 s: only sequential and fused are measured,
-// one warm-up round and auto_rounds = 1 measured round of two calls each.
+// Sequential and fused 6 s (a tie), shaped 17 s: only sequential and fused are measured, one
+// warm-up round and auto_rounds = 1 measured round of two calls each (any number of ranks).
 TEST(AutoModel, ACloseCallMeasuresThePlausibleModesOnly) {
   ProfileDir dir;
   Communicator comm(MPI_COMM_WORLD);
