@@ -32,8 +32,10 @@ int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout
   fmt::print("profile: host {}, version {}; tile {} ({} tiles, {:.2f} us each on one CU)\n",
              profile.host, profile.version,
              shape.tile ? shape.tile : model::default_tile(shape, layout), p.tiles, p.tile * 1e6);
-  fmt::print("  compute  {:10.1f} us   collective {:10.1f} us\n", p.compute * 1e6,
-             p.collective * 1e6);
+  fmt::print(
+      "  {:<10} {:10.1f} us  (all tiles on the CUs)\n  {:<10} {:10.1f} us  (after it, "
+      "in sequential)\n",
+      "compute", p.compute * 1e6, "collective", p.collective * 1e6);
   for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused})
     fmt::print("  {:<10} {:10.1f} us\n", to_string(m), p.at(m) * 1e6);
   const model::ModelChoice c = model::choose_from_model({p.sequential, p.shaped, p.fused});

@@ -46,6 +46,13 @@ double median(std::vector<double> v) {
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+// The lower quartile of a ping-pong's round trips: a round trip stretches whenever either process
+// is descheduled (on a shared machine, a waiter spinning on the core its partner needs costs
+// TILECOMM_SPIN_US per hop), so the quartile describes the path, the median the load.
+double lower_quartile(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 4];
+}
 // Median wall time of `reps` calls of f(rep) after one warm-up call.
 double time_median(int reps, const std::function<void(int)>& f) {
   f(0);
@@ -201,7 +208,7 @@ model::PathCost calibrate_mpi(Communicator& comm, int partner) {
       }
     }
     if (me == 0) {
-      time.add(double(bytes), 0, median(rtt) / 2);
+      time.add(double(bytes), 0, lower_quartile(rtt) / 2);
       send.add(double(bytes), 0, median(cpu_s));
       recv.add(double(bytes), 0, median(cpu_r));
     }
@@ -217,7 +224,7 @@ model::PathCost calibrate_mpi(Communicator& comm, int partner) {
 
 // Shared-memory ping-pong between rank 0 and local rank 1 through the node's symmetric segment:
 // a copy into the peer's segment and a release flag, the fused kernel's on-node tile path.
-// Also the flag alone (8 bytes): flag_s.
+// flag_s is the fit's intercept: a zero-byte handshake.
 model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
   model::PathCost pc;
   CommImpl& c = detail::impl_of(comm);
@@ -256,10 +263,9 @@ model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
     if (me == 0) {
       rtt.erase(rtt.begin());
       cpu_s.erase(cpu_s.begin());
-      time.add(double(bytes), 0, median(rtt) / 2);
+      time.add(double(bytes), 0, lower_quartile(rtt) / 2);
       send.add(double(bytes), 0, median(cpu_s));
       recv.add(double(bytes), 0, median(cpu_r));
-      if (bytes == kSizes[0]) flag_s = median(rtt) / 2;
     }
   }
   if (me == 0) {
@@ -267,6 +273,7 @@ model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
     pc.time = time.fit(2);
     pc.cpu_send = send.fit(2);
     pc.cpu_recv = recv.fit(2);
+    flag_s = std::max(0.0, pc.alpha());
   }
   return pc;
 }
