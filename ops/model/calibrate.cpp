@@ -282,16 +282,20 @@ model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
 // The fused kernel's off-node path as it runs: a compute WG hands an 8-byte tile to the MPI proxy
 // (a WG on a high-priority stream), the peer's WG waits for it through its own proxy (polling MPI
 // as fused kernels' WGs do) and answers the same way. Returns the one-way time, the median of
-// `reps` round trips halved, on rank 0; -1 elsewhere or when the device has a single WG slot (the
-// proxy would then run on the host: not timed).
+// round trips halved, on rank 0; -1 elsewhere or when a device of the pair has a single WG slot
+// (the proxy would then run on the host: not timed). Collective over `comm`.
 double proxy_one_way(Communicator& comm, Device& device, int partner) {
   CommImpl& c = detail::impl_of(comm);
   const int me = c.topo.rank;
-  const bool wg_slot = device.num_cus() * device.wg_slots_per_cu() > 1;
-  if ((me != 0 && me != partner) || !wg_slot) return -1;
-  const int peer = me == 0 ? partner : 0;
+  int slots = device.num_cus() * device.wg_slots_per_cu();
+  MPI_Allreduce(MPI_IN_PLACE, &slots, 1, MPI_INT, MPI_MIN, c.mpi);
   MPI_Comm mpi;
-  MPI_Comm_dup(c.mpi, &mpi);  // only the pair: a communicator of its own keeps tags apart
+  MPI_Comm_dup(c.mpi, &mpi);  // a communicator of its own keeps the tags apart (every rank)
+  if ((me != 0 && me != partner) || slots < 2) {
+    MPI_Comm_free(&mpi);
+    return -1;
+  }
+  const int peer = me == 0 ? partner : 0;
   double result = -1;
   {
     detail::Proxy proxy(mpi, c.timeout_s, "calibrate");
