@@ -23,7 +23,7 @@ struct CalibrateOptions {
 /// message paths (shared memory with an on-node partner, MPI with an off-node one, or with an
 /// on-node one when the job has no second node: the pretend-node path), the flags, a kernel
 /// launch on `device` and a barrier. Rank 0 writes the profile (its host's compute figures) and
-/// every rank returns the path. About 20 s at 2 ranks on 2 cores.
+/// every rank returns the path. About 2 s at 2 ranks on 2 cores.
 std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions& options = {});
 
 }  // namespace tilecomm
