@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "ops/common/auto_mode.hpp"
 #include "ops/model/fit.hpp"
@@ -206,6 +208,42 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   const Profile q = load_profile(dir + "/sub/p.json");
   EXPECT_EQ(to_json_text(q), to_json_text(p));
   EXPECT_EQ(q.mpi.time.c[1], 2e-9);
+  std::filesystem::remove_all(dir);
+}
+
+// Damaged files of every kind are an Error naming the file, never a crash or a half-read profile.
+TEST(ModelProfile, DamagedFilesAreErrorsNamingTheFile) {
+  const std::string dir = temp_dir("damaged");
+  const nlohmann::json good = nlohmann::json::parse(to_json_text(round_profile()));
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return j.dump();
+  };
+  const std::vector<std::string> texts = {
+      "",
+      "[]",
+      "null",
+      good.dump().substr(0, good.dump().size() / 2),                        // truncated
+      with([](nlohmann::json& j) { j["format"] = "tilecomm-profile-0"; }),  // foreign
+      with([](nlohmann::json& j) { j["overheads"].erase("proxy_s"); }),     // a field missing
+      with([](nlohmann::json& j) { j["cus"] = "one"; }),                    // a wrong type
+      with([](nlohmann::json& j) {
+        j["compute"]["gemv"]["c"] = {1.0, 2.0};
+      }),  // too short
+      with([](nlohmann::json& j) { j["paths"]["mpi"]["time"] = nullptr; }),
+  };
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const std::string path = dir + "/damaged" + std::to_string(i) + ".json";
+    std::ofstream(path) << texts[i];
+    try {
+      load_profile(path);
+      ADD_FAILURE() << "text " << i << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << i;
+      EXPECT_NE(std::string(e.what()).find("'" + path + "'"), std::string::npos) << e.what();
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
