@@ -371,10 +371,10 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   // (one node) with rank 1 through MPI's own on-node transport.
   p.shm = calibrate_shm(comm, p.flag_s);
   barrier(comm);
+  // (Rank 0 decides: on_node() is relative to the caller.)
   int partner = -1;
   for (int q = 1; q < topo.size && partner < 0; ++q)
     if (!topo.on_node(q) || topo.num_nodes == 1) partner = q;
-  if (topo.size > 1 && topo.rank == 0 && partner < 0) partner = 1;
   MPI_Bcast(&partner, 1, MPI_INT, 0, c.mpi);
   if (partner > 0) p.mpi = calibrate_mpi(comm, partner);
   barrier(comm);
