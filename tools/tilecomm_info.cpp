@@ -14,7 +14,7 @@ namespace {
 
 // The prediction table for `op shape` on `layout`; returns the exit code.
 int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout,
-            const std::string& profile_option) {
+            const std::string& profile_option, const tilecomm::OpOptions& options) {
   using namespace tilecomm;
   const model::OpShape shape = model::parse_shape(model::parse_op(what[0]), what[1]);
   model::Profile profile;
@@ -25,7 +25,6 @@ int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout
         profile_option.empty() ? model::default_profile_path() : profile_option);
     return 0;
   }
-  OpOptions options;
   const model::Prediction p = model::predict(profile, shape, layout, options);
   fmt::print("{} {} on {} rank(s), {} node(s), {} CU(s) x {} WG slots per rank\n", what[0], what[1],
              layout.ranks, layout.nodes, layout.cus, layout.wg_slots);
@@ -68,7 +67,11 @@ int main(int argc, char** argv) {
   tilecomm::model::Layout layout;
   layout.cus = 0;
   layout.wg_slots = tilecomm::defaults::kWgSlotsPerCu;
-  std::string profile;
+  std::string profile, policy = "lds";
+  tilecomm::OpOptions options;
+  app.add_option("--chunks", options.shaped.chunks, "--explain: shaped mode's chunks");
+  app.add_option("--free-cus", options.shaped.free_cus, "--explain: shaped mode's free CUs");
+  app.add_option("--shaped-policy", policy, "--explain: lds, cu_mask or nonblocking");
   app.add_option("--ranks", layout.ranks, "--explain: ranks of the job")
       ->check(CLI::PositiveNumber);
   app.add_option("--nodes", layout.nodes, "--explain: nodes of the job")
@@ -86,7 +89,8 @@ int main(int argc, char** argv) {
         const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         layout.cus = std::max(1, cores / layout.ranks_per_node());
       }
-      return explain(what, layout, profile);
+      options.shaped.policy = tilecomm::parse_shaped_policy(policy);
+      return explain(what, layout, profile, options);
     }
     const tilecomm::Env e = tilecomm::Env::from_process();
     for (const auto& row : e.describe())

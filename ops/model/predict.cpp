@@ -196,8 +196,15 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
   const std::size_t p = static_cast<std::size_t>(std::max(1, l.ranks));
   switch (s.op) {
     case OpKind::GemvAllReduce: {
-      if (double(s.m) * s.n * kFloat <= 256 * 1024 && l.nodes <= 1)  // one-shot on one node
-        return std::max<std::size_t>(16, (ceil_div(s.m, 2 * slots) + 15) / 16 * 16);
+      const double bytes = double(s.m) * s.n * kFloat;
+      if (bytes <= 256 * 1024) {  // one-shot (gemv_allreduce.cpp, one_shot_tile()): blocks
+        std::size_t blocks = 2 * slots;
+        if (l.nodes > 1) {  // sqrt(S beta / c) for a 1 Gbit/s link, 10 us per message
+          const auto best = static_cast<std::size_t>(std::lround(std::sqrt(bytes / 125.0 / 10.0)));
+          blocks = ceil_div(std::max(best, slots), slots) * slots;
+        }
+        return std::max<std::size_t>(16, (ceil_div(s.m, blocks) + 15) / 16 * 16);
+      }
       const std::size_t target = std::max<std::size_t>(1, 8 * slots * p);
       const std::size_t max_tile = std::max<std::size_t>(16, (l.nodes > 1 ? 4096 : 1024) / s.n);
       return std::clamp<std::size_t>((s.m / target + 15) / 16 * 16, 16, max_tile);
