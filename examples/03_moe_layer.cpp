@@ -10,6 +10,9 @@
 //                every result row to the rank and position it came from -- the GEMM and the return
 //                All-to-Allv are what the modes overlap;
 //   4. combine:  each token's output is the gate-weighted sum of its k expert results.
+// Each step also runs the layer with steps 2-3 as one GemmAllToAll::run_layer call on the dispatch
+// buffer ("run_layer" lines): in fused mode each expert's GEMM tiles start as their rows arrive,
+// so the dispatch overlaps compute too (and the regroup copy is gone).
 // Checks: sequential equals a plain C++ reference (every expert's weights are a known function of
 // its id), shaped and fused equal sequential bitwise (small integers and gate weights in eighths:
 // every sum is exact). Exit code 1 on any mismatch.
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
       w_ptrs.push_back(w[e].data());
     }
     GemmAllToAll op(comm, device, E, kdim, ndim, 2 * tokens * P, 2 * tokens);
+    op.set_weights(w_ptrs);  // fixed weights: packed once, not on every call
 
     if (me == 0)
       fmt::print(
@@ -130,7 +134,8 @@ int main(int argc, char** argv) {
     long long wrong_ref = 0, wrong_modes = 0;
     for (std::size_t k : {1, 2}) {
       std::vector<double> ms[examples::kModeSlots],
-          op_ms[examples::kModeSlots];    // whole layer; GemmAllToAll::run alone
+          op_ms[examples::kModeSlots],    // whole layer; GemmAllToAll::run alone
+          one_ms[examples::kModeSlots];   // whole layer with GemmAllToAll::run_layer
       std::vector<long long> load(G, 0);  // rows each expert received over the run (report)
       for (int step = 0; step < steps; ++step) {
         // 1. Gate. Token features and routing are seeded per (seed, k, step, rank).
@@ -156,7 +161,10 @@ int main(int argc, char** argv) {
         // One MoE layer in `mode`; returns this rank's combined outputs [tokens x N].
         std::vector<std::size_t> recv_counts(E * P);
         double op_ms_now = 0;  // this rank's time in GemmAllToAll::run during the last layer()
-        auto layer = [&](Mode mode, std::vector<float>& y) {
+        // `one_call`: steps 2b and 3 are one GemmAllToAll::run_layer call on the dispatch buffer
+        // (dispatch, expert GEMMs and return; fused mode starts each expert's tiles as their rows
+        // arrive) instead of alltoallv + regroup + run.
+        auto layer = [&](Mode mode, std::vector<float>& y, bool one_call) {
           // 2a. Row counts: block p of `counts` = rows for rank p's experts (E entries).
           std::vector<std::int64_t> counts(G), incoming(G);
           for (std::size_t g = 0; g < G; ++g)
@@ -175,6 +183,18 @@ int main(int argc, char** argv) {
             in_l.counts.push_back(n_in), in_l.displs.push_back(i), i += n_in;
             out_l.capacity = o, in_l.capacity = i;
           }
+          std::vector<float> back(tokens * k * ndim);
+          auto combine = [&] {  // 4. Combine: gate-weighted sum of each token's k results.
+            y.assign(tokens * ndim, 0.0f);
+            for (std::size_t i = 0; i < tokens * k; ++i)
+              for (std::size_t n = 0; n < ndim; ++n)
+                y[(i / k) * ndim + n] += r.gate[i] * back[row_of[i] * ndim + n];
+          };
+          if (one_call) {
+            op.run_layer(dispatch.data(), recv_counts, send_counts, back.data(), mode);
+            combine();
+            return;
+          }
           // 2b. Token rows. They arrive grouped by source rank, then expert; GemmAllToAll wants
           // them grouped by expert, then source: regroup (the usual "permute" step of MoE).
           std::vector<float> arrived(in_l.capacity), x(in_l.capacity);
@@ -190,24 +210,21 @@ int main(int argc, char** argv) {
               at += n;
             }
           // 3. Expert GEMMs + return of the results to their tokens' ranks (dispatch order).
-          std::vector<float> back(tokens * k * ndim);
           const double t0 = MPI_Wtime();
-          op.run(w_ptrs, x.data(), recv_counts, send_counts, back.data(), mode);
+          op.run(x.data(), recv_counts, send_counts, back.data(), mode);
           op_ms_now = (MPI_Wtime() - t0) * 1e3;
-          // 4. Combine: gate-weighted sum of each token's k results.
-          y.assign(tokens * ndim, 0.0f);
-          for (std::size_t i = 0; i < tokens * k; ++i)
-            for (std::size_t n = 0; n < ndim; ++n)
-              y[(i / k) * ndim + n] += r.gate[i] * back[row_of[i] * ndim + n];
+          combine();
         };
 
-        std::vector<float> y[examples::kModeSlots];
+        std::vector<float> y[examples::kModeSlots], y_one[examples::kModeSlots];
         for (Mode m : examples::in_turn(modes, step)) {
-          const double t = examples::timed_ms([&] { layer(m, y[int(m)]); });
+          const double t = examples::timed_ms([&] { layer(m, y[int(m)], false); });
           MPI_Allreduce(MPI_IN_PLACE, &op_ms_now, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+          const double t_one = examples::timed_ms([&] { layer(m, y_one[int(m)], true); });
           if (step > 0) {  // the first call warms up and is not timed
             ms[int(m)].push_back(t);
             op_ms[int(m)].push_back(op_ms_now);
+            one_ms[int(m)].push_back(t_one);
           }
         }
         for (std::size_t e = 0; e < E; ++e)
@@ -227,8 +244,10 @@ int main(int argc, char** argv) {
             }
             wrong_ref += seq[t * ndim + n] != want;
           }
-        for (Mode m : modes)
+        for (Mode m : modes) {
           if (m != Mode::Sequential) wrong_modes += examples::count_wrong(y[int(m)], seq);
+          wrong_modes += examples::count_wrong(y_one[int(m)], seq);
+        }
       }
 
       MPI_Allreduce(MPI_IN_PLACE, load.data(), int(G), MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -242,7 +261,10 @@ int main(int argc, char** argv) {
                    double(*std::max_element(load.begin(), load.end())) / mean);
         examples::print_times("layer  ", mode_flag, ms);
         examples::print_times("experts", mode_flag, op_ms);
-        if (mode_flag == "auto") fmt::print("  {}\n", examples::auto_state(op.auto_choice()));
+        examples::print_times("run_layer", mode_flag, one_ms);
+        if (mode_flag == "auto")
+          fmt::print("  {} (run); run_layer: {}\n", examples::auto_state(op.auto_choice()),
+                     examples::auto_state(op.layer_auto_choice()));
       }
     }
 

@@ -8,11 +8,13 @@ max] of per-step ratios (modes alternate inside every step, so each ratio compar
 by side). This script collects those lines into one markdown table.
 
 With several --build directories (A/B: e.g. main's build and a branch's), the builds alternate run
-by run, so both see the same machine load.
+by run, so both see the same machine load. --cpus split,shared does the same for how the emulated
+nodes get CPUs (tools/cluster --cpus: each node its own share of the cores, or all nodes every
+core); the layout column then says which.
 
   bench/examples/layouts.py --build build [--build /tmp/base/build] [--layouts np2,np4,2x1,2x2]
                             [--examples 01,02,03] [--rate 1gbit] [--repeat 1] [--mode fused]
-                            [--steps N]
+                            [--steps N] [--cpus split[,shared]]
 
 --mode auto compares Mode::Auto with sequential and adds the mode(s) Auto settled on (it tries
 the modes on a context's first 12 calls, so give it --steps 30 or more).
@@ -37,14 +39,14 @@ SECTION = re.compile(r"^\s*(top-\d+):")
 SETTLED = re.compile(r"auto (settled on \w+|still trying)")
 
 
-def command(build, layout, program, args, rate):
+def command(build, layout, program, args, rate, cpus):
     exe = os.path.join(os.path.abspath(build), "examples", program)
     if layout.startswith("np"):
         return ["mpirun", "-np", layout[2:], "--oversubscribe", "--bind-to", "none",
                 "--mca", "mpi_yield_when_idle", "1", exe] + args
     nodes, per_node = layout.split("x")
     return [os.path.join(ROOT, "tools", "cluster", "cluster.sh"), "--nodes", nodes,
-            "--ranks-per-node", per_node, "--rate", rate, "--", exe] + args
+            "--ranks-per-node", per_node, "--rate", rate, "--cpus", cpus, "--", exe] + args
 
 
 def settled(output):
@@ -78,6 +80,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="runs per build and layout")
     ap.add_argument("--mode", default="fused", help="--mode passed to the examples")
     ap.add_argument("--steps", type=int, default=0, help="steps (01, 03) / tokens (02); 0: default")
+    ap.add_argument("--cpus", default="split",
+                    help="emulated nodes' CPUs: split, shared or both (split,shared), alternating")
     a = ap.parse_args()
     builds = a.build or [os.path.join(ROOT, "build")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -92,13 +96,15 @@ def main():
         if a.steps:
             args = [args[0], str(a.steps)]
         for layout in a.layouts.split(","):
+            cpu_modes = [""] if layout.startswith("np") else a.cpus.split(",")
             for rep in range(a.repeat):
-                for build in builds:
-                    cmd = command(build, layout, program, args + ["--mode", a.mode], a.rate)
+                for build, cpus in [(b, c) for b in builds for c in cpu_modes]:
+                    cmd = command(build, layout, program, args + ["--mode", a.mode], a.rate, cpus)
+                    where = f"{layout} {cpus}" if len(cpu_modes) > 1 else layout
                     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
                     if p.returncode != 0:
                         failed = True
-                        print(f"| {ex} | FAILED (rc {p.returncode}) | {layout} | {build} | | | |")
+                        print(f"| {ex} | FAILED (rc {p.returncode}) | {where} | {build} | | | |")
                         sys.stderr.write(p.stdout + p.stderr)
                         continue
                     rows = parse(p.stdout)
@@ -109,7 +115,7 @@ def main():
                         seq = rows.get((phase, "sequential"))
                         if not seq:
                             continue
-                        print(f"| {ex} | {phase} | {layout} | {build} | {seq[0]:.3f} "
+                        print(f"| {ex} | {phase} | {where} | {build} | {seq[0]:.3f} "
                               f"[{seq[1]:.3f}, {seq[2]:.3f}] | {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}] "
                               f"| x{v[3]:.2f} [{v[4]:.2f}, {v[5]:.2f}] |{extra}", flush=True)
     return 1 if failed else 0

@@ -4,7 +4,8 @@
 //
 //   mpirun -np 2 fused_perf --op gemv_allreduce -b 65536 -e 1048576 -f 2
 //   mpirun -np 2 fused_perf --op embedding_alltoall --balance --json out.json --trace fused.json
-//   mpirun -np 2 fused_perf --workload all        # the shapes of real models (docs/workloads.md)
+//   mpirun -np 2 fused_perf --workload all        # the shapes of real models, every baseline
+//                                                 # tuned (docs/workloads.md)
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -14,41 +15,14 @@
 #include <vector>
 
 #include "cpu_time.hpp"
+#include "harness.hpp"
 #include "op_bench.hpp"
-#include "workloads.hpp"
+#include "workload_table.hpp"
 
 using namespace tilecomm;
 using namespace tilecomm::bench;
 
 namespace {
-
-struct Stats {
-  double median = 0, min = 0, max = 0;
-};
-
-Stats stats_of(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
-
-struct Timing {
-  double wall = 0;  // us, the slowest rank
-  double cpu = 0;   // us of CPU, summed over a node's ranks (the busiest node)
-};
-
-// Wall time of fn on the slowest rank and the CPU time it cost, microseconds.
-template <class Fn>
-Timing timed(const NodeCpu& node, Fn&& fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double c0 = process_cpu_us();
-  const double t0 = MPI_Wtime();
-  fn();
-  Timing t{(MPI_Wtime() - t0) * 1e6, process_cpu_us() - c0};
-  t.cpu = node.sum(t.cpu);
-  MPI_Allreduce(MPI_IN_PLACE, &t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return t;
-}
 
 struct Options {
   std::string op = "gemv_allreduce";
@@ -56,7 +30,7 @@ struct Options {
   std::size_t begin = 0, end = 0, ratio = 0, dim = 0, tables = 0;
   double factor = 2;
   int iters = 10, warmup = 3, cus = 0, slots = 0;
-  int free_cus = 1, chunks = 4;
+  int free_cus = 1, chunks = 4, tune_iters = 3;
   std::string shaped_policy = "lds";
   std::size_t tile = 0;
   bool check = true, balance = false;
@@ -136,33 +110,7 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
     }
     MPI_Allreduce(MPI_IN_PLACE, &row.wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   }
-  if (write_trace) {
-    // One fused iteration's timeline from every rank, merged on rank 0.
-    dev.tracer().set_enabled(true);
-    dev.tracer().set_process(comm.rank(), fmt::format("rank {}", comm.rank()));
-    dev.tracer().clear();
-    bench->run(Mode::Fused);
-    dev.tracer().set_enabled(false);
-    std::string mine = dev.tracer().to_chrome_json();
-    int len = static_cast<int>(mine.size());
-    std::vector<int> lens(comm.size()), displs(comm.size());
-    MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-    int total = 0;
-    for (int r = 0; r < comm.size(); ++r)
-      displs[r] = total, total += lens[r];
-    std::string all(comm.rank() == 0 ? total : 0, '\0');
-    MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
-                MPI_COMM_WORLD);
-    if (comm.rank() == 0) {
-      nlohmann::json merged = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ns"}};
-      for (int r = 0; r < comm.size(); ++r) {
-        const nlohmann::json part = nlohmann::json::parse(all.substr(displs[r], lens[r]));
-        for (const auto& e : part["traceEvents"])
-          merged["traceEvents"].push_back(e);
-      }
-      std::ofstream(o.trace) << merged.dump() << '\n';
-    }
-  }
+  if (write_trace) write_fused_trace(comm, dev, *bench, o.trace);
   return row;
 }
 
@@ -199,10 +147,6 @@ double fused_over_ideal_cpu(const Row& r) {
   return r.has[2] ? r.mode[2].median / ideal_cpu(r) : 0;
 }
 
-std::string cell(const Stats& st) {
-  return fmt::format("{:.0f} [{:.0f},{:.0f}]", st.median, st.min, st.max);
-}
-
 nlohmann::json to_json(const Row& r, const Communicator& comm) {
   // One statistic (min or max) of every variant, by name.
   auto per_variant = [](const Row& row, double Stats::*field) {
@@ -237,48 +181,6 @@ nlohmann::json to_json(const Row& r, const Communicator& comm) {
           {"fused_over_ideal_cpu", fused_over_ideal_cpu(r)},
           {"recovered", recovered(r)},
           {"wrong", r.wrong}};
-}
-
-// --workload: one row per case, as each is measured; every variant checked against sequential.
-// Returns non-zero if any mode was wrong.
-int run_workloads(const Options& o, Communicator& comm, Device& dev, const NodeCpu& node) {
-  const bool root = comm.rank() == 0;
-  if (root)
-    fmt::print(
-        "# workloads on {} ranks ({} nodes), {} CUs x {} slots per rank, {} cores per node; times "
-        "in us: median [min, max] of the slowest rank over {} iterations; cpu = compute_cpu + "
-        "comm_cpu, us summed over a node's ranks; ideal = max(compute, comm); ideal_cpu = "
-        "max(compute, comm, cpu / cores); recovered = (sequential - fused) / (sequential - "
-        "ideal_cpu)\n"
-        "{:<13} {:<27} {:<56} {:>22} {:>22} {:>9} {:>22} {:>22} {:>22} {:>9} {:>8} {:>9} {:>9} "
-        "{:>18} {:>5}\n",
-        comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), node.cores(), o.iters,
-        "workload", "layer", "shape", "compute", "comm", "cpu", "sequential", "shaped", "fused",
-        "fused/seq", "ideal", "ideal_cpu", "f/id_cpu", "recovered", "wrong");
-  const std::vector<WorkloadCase> cases = workload_cases(o.workload, comm.size());
-  nlohmann::json out = nlohmann::json::array();
-  int rc = 0;
-  for (const WorkloadCase& w : cases) {
-    Row r = measure(o, comm, dev, node, w.op, w.shape, false);
-    if (root) {
-      fmt::print(
-          "{:<13} {:<27} {:<56} {:>22} {:>22} {:>9.0f} {:>22} {:>22} {:>22} {:>9.2f} {:>8.0f} "
-          "{:>9.0f} {:>9.2f} {:>18} {:>5}\n",
-          w.workload, w.label, r.shape_text, cell(r.compute), cell(r.comm),
-          r.compute_cpu.median + r.comm_cpu.median, cell(r.mode[0]), cell(r.mode[1]),
-          cell(r.mode[2]), r.mode[2].median / r.mode[0].median,
-          std::max(r.compute.median, r.comm.median), ideal_cpu(r), fused_over_ideal_cpu(r),
-          recovered(r), r.wrong);
-      std::fflush(stdout);
-    }
-    nlohmann::json j = to_json(r, comm);
-    j["workload"] = w.workload;
-    j["layer"] = w.label;
-    out.push_back(j);
-    rc |= r.wrong != 0;
-  }
-  if (root && !o.json.empty()) std::ofstream(o.json) << out.dump(2) << '\n';
-  return rc;
 }
 
 // --op: sizes from -b to -e (or the balanced ratio with --balance); returns non-zero if any mode
@@ -383,10 +285,17 @@ int main(int argc, char** argv) {
   app.add_flag("--balance", o.balance,
                "search the ratio where compute ~ communication, report there");
   app.add_option("--json", o.json, "write one JSON object per row");
-  app.add_option("--trace", o.trace, "write a Chrome trace of one fused iteration (last row)");
+  app.add_option("--trace", o.trace,
+                 "write a Chrome trace of one fused iteration (--op: of the last row, to this "
+                 "file; --workload: of each workload's case with the longest comm, to "
+                 "PREFIX_<workload>.json)");
+  app.add_option("--tune-iters", o.tune_iters,
+                 "--workload: rounds per candidate when tuning the baselines' knobs");
   app.add_option("--workload", o.workload,
-                 "run a model's shapes instead of --op: dlrm | llama-decode | mixtral-moe | all "
-                 "(docs/workloads.md)");
+                 "run a model's shapes instead of --op: dlrm | llama-decode | mixtral-moe | all, "
+                 "every baseline tuned and measured beside sequential and fused "
+                 "(docs/workloads.md); --modes, --free-cus, --chunks, --shaped-policy apply to "
+                 "--op only");
   int rc = 0;
   try {
     app.parse(argc, argv);
@@ -402,7 +311,13 @@ int main(int argc, char** argv) {
     if (o.slots) rcfg.wg_slots_per_cu = o.slots;
     Device dev(rcfg);
     const NodeCpu node;
-    rc = o.workload.empty() ? run_ops(o, comm, dev, node) : run_workloads(o, comm, dev, node);
+    if (o.workload.empty()) {
+      rc = run_ops(o, comm, dev, node);
+    } else {
+      WorkloadRun run{o.workload, o.iters, o.warmup, o.tune_iters, {}, o.json, o.trace};
+      run.base.tile = o.tile;
+      rc = run_workloads(run, comm, dev, node);
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "fused_perf: {}\n", e.what());
     rc = 2;

@@ -23,6 +23,35 @@ long long count_different(const std::vector<float>& a, const std::vector<float>&
   return wrong;
 }
 
+// Operator instances of one OpBench (variants): index 0 built with the bench, the others added
+// with other options over the same inputs.
+template <class Op>
+class Variants {
+ public:
+  using Make = std::function<std::unique_ptr<Op>(const OpOptions&)>;
+  Variants(Make make, const OpOptions& first) : make_(std::move(make)) { add(first); }
+  std::size_t add(const OpOptions& options) {
+    ops_.push_back(make_(options));
+    return ops_.size() - 1;
+  }
+  void drop(std::size_t v) { at(v).reset(); }
+  Op& operator[](std::size_t v) {
+    auto& op = at(v);
+    if (!op) throw Error(ErrorCode::InvalidArgument, fmt::format("variant {} was dropped", v));
+    return *op;
+  }
+
+ private:
+  std::unique_ptr<Op>& at(std::size_t v) {
+    if (v >= ops_.size())
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("variant {} (the bench has {})", v, ops_.size()));
+    return ops_[v];
+  }
+  Make make_;
+  std::vector<std::unique_ptr<Op>> ops_;
+};
+
 float small_int(std::uint64_t i) {
   i = i * 6364136223846793005ull + 1442695040888963407ull;
   return static_cast<float>(static_cast<int>((i >> 33) % 5) - 2);
@@ -36,7 +65,11 @@ class GemvBench : public OpBench {
         k_(s.ratio),
         n_(s.batch),
         bf16_(s.bf16),
-        op_(comm, dev, s.size, s.ratio, s.batch, o),
+        ops_(
+            [&comm, &dev, s](const OpOptions& opt) {
+              return std::make_unique<GemvAllReduce>(comm, dev, s.size, s.ratio, s.batch, opt);
+            },
+            o),
         w_(s.bf16 ? 0 : m_ * k_),
         w16_(s.bf16 ? m_ * k_ : 0),
         x_(k_ * n_),
@@ -52,20 +85,23 @@ class GemvBench : public OpBench {
   }
   void compute_only() override {
     if (bf16())
-      tilecomm::bench::compute_only(op_, w16_.data(), x_.data(), part_.data());
+      tilecomm::bench::compute_only(ops_[0], w16_.data(), x_.data(), part_.data());
     else
-      tilecomm::bench::compute_only(op_, w_.data(), x_.data(), part_.data());
+      tilecomm::bench::compute_only(ops_[0], w_.data(), x_.data(), part_.data());
   }
   void collective_only() override {
-    tilecomm::bench::collective_only(op_, part_.data(), y_.data());
+    tilecomm::bench::collective_only(ops_[0], part_.data(), y_.data());
   }
-  void run(Mode mode) override {
+  void run(Mode mode, std::size_t v) override {
     if (bf16())
-      op_.run(w16_.data(), x_.data(), y_.data(), mode);
+      ops_[v].run(w16_.data(), x_.data(), y_.data(), mode);
     else
-      op_.run(w_.data(), x_.data(), y_.data(), mode);
-    if (mode == Mode::Sequential) ref_ = y_;
+      ops_[v].run(w_.data(), x_.data(), y_.data(), mode);
+    if (mode == Mode::Sequential && v == 0) ref_ = y_;
   }
+  std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
+  void drop_variant(std::size_t v) override { ops_.drop(v); }
+  Collective collective() const override { return Collective::AllReduce; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return y_.size() * sizeof(float); }
   std::string shape() const override {
@@ -77,7 +113,7 @@ class GemvBench : public OpBench {
   bool bf16() const { return bf16_; }
   std::size_t m_, k_, n_;
   bool bf16_;
-  GemvAllReduce op_;
+  Variants<GemvAllReduce> ops_;
   std::vector<float> w_;
   std::vector<bfloat16> w16_;
   std::vector<float> x_, y_, ref_, part_;
@@ -135,7 +171,12 @@ class EmbeddingBench : public OpBench {
         spec_(s),
         mine_(local_tables(s, comm.rank(), comm.size(), kRows)),
         ntab_(mine_.size()),
-        op_(comm, dev, rows_of(mine_), s.dim, s.size, Pooling::Sum, o) {
+        ops_(
+            [&comm, &dev, rows = rows_of(mine_), s](const OpOptions& opt) {
+              return std::make_unique<EmbeddingAllToAll>(comm, dev, rows, s.dim, s.size,
+                                                         Pooling::Sum, opt);
+            },
+            o) {
     std::mt19937 g(1234u + comm.rank());
     for (std::size_t t = 0; t < ntab_; ++t) {
       const std::size_t rows = mine_[t].rows;
@@ -154,17 +195,22 @@ class EmbeddingBench : public OpBench {
       ptrs_.push_back(tables_[t].data());
       bags_.push_back({idx_[t], off_[t], {}});
     }
-    out_.resize(op_.local_batch() * op_.num_tables() * dim_);
-    send_.resize(tilecomm::bench::send_elems(op_));
+    out_.resize(ops_[0].local_batch() * ops_[0].num_tables() * dim_);
+    send_.resize(tilecomm::bench::send_elems(ops_[0]));
   }
-  void compute_only() override { tilecomm::bench::compute_only(op_, ptrs_, bags_, send_.data()); }
+  void compute_only() override {
+    tilecomm::bench::compute_only(ops_[0], ptrs_, bags_, send_.data());
+  }
   void collective_only() override {
-    tilecomm::bench::collective_only(op_, send_.data(), out_.data());
+    tilecomm::bench::collective_only(ops_[0], send_.data(), out_.data());
   }
-  void run(Mode mode) override {
-    op_.run(ptrs_, bags_, out_.data(), mode);
-    if (mode == Mode::Sequential) ref_ = out_;
+  void run(Mode mode, std::size_t v) override {
+    ops_[v].run(ptrs_, bags_, out_.data(), mode);
+    if (mode == Mode::Sequential && v == 0) ref_ = out_;
   }
+  std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
+  void drop_variant(std::size_t v) override { ops_.drop(v); }
+  Collective collective() const override { return Collective::AllToAllv; }
   long long wrong_vs_sequential(Mode) override { return count_different(out_, ref_); }
   std::size_t bytes() const override { return send_.size() * sizeof(float); }
   std::string shape() const override {
@@ -184,7 +230,7 @@ class EmbeddingBench : public OpBench {
   Shape spec_;
   std::vector<TableSpec> mine_;
   std::size_t ntab_;
-  EmbeddingAllToAll op_;
+  Variants<EmbeddingAllToAll> ops_;
   std::vector<std::vector<float>> tables_;
   std::vector<std::vector<std::int64_t>> idx_, off_;
   std::vector<const float*> ptrs_;
@@ -238,17 +284,22 @@ class MoeBench : public OpBench {
         p_(comm.size()),
         top_k_(s.top_k),
         zipf_(s.zipf),
-        op_(comm, dev, s.tables, s.ratio, s.dim,
-            s.size * comm.size() * std::max<std::size_t>(2, s.top_k),
-            s.size * std::max<std::size_t>(1, s.top_k), o) {
-    const std::size_t G = op_.num_experts();
+        ops_(
+            [&comm, &dev, s](const OpOptions& opt) {
+              return std::make_unique<GemmAllToAll>(
+                  comm, dev, s.tables, s.ratio, s.dim,
+                  s.size * comm.size() * std::max<std::size_t>(2, s.top_k),
+                  s.size * std::max<std::size_t>(1, s.top_k), opt);
+            },
+            o) {
+    const std::size_t G = ops_[0].num_experts();
     send_ = routing(s, comm.rank(), G);
     std::size_t rows_in = 0;
     recv_.resize(e_ * p_);
     for (int src = 0; src < p_; ++src) {
       const std::vector<std::size_t> theirs = routing(s, src, G);
       for (std::size_t e = 0; e < e_; ++e)
-        rows_in += recv_[e * p_ + src] = theirs[op_.first_expert() + e];
+        rows_in += recv_[e * p_ + src] = theirs[ops_[0].first_expert() + e];
     }
     x_.resize(rows_in * k_);
     for (std::size_t i = 0; i < x_.size(); ++i)
@@ -260,15 +311,25 @@ class MoeBench : public OpBench {
       ptrs_.push_back(w_[e].data());
     }
     y_.resize(std::accumulate(send_.begin(), send_.end(), std::size_t{0}) * n_);
+    // The weights do not change between calls (inference): packed once per context, as a server
+    // would (GemmAllToAll::set_weights); no call pays for packing.
+    ops_[0].set_weights(ptrs_);
   }
   void compute_only() override {
-    tilecomm::bench::compute_only(op_, ptrs_, x_.data(), recv_, send_);
+    tilecomm::bench::compute_only(ops_[0], {}, x_.data(), recv_, send_);
   }
-  void collective_only() override { tilecomm::bench::collective_only(op_, y_.data()); }
-  void run(Mode mode) override {
-    op_.run(ptrs_, x_.data(), recv_, send_, y_.data(), mode);
-    if (mode == Mode::Sequential) ref_ = y_;
+  void collective_only() override { tilecomm::bench::collective_only(ops_[0], y_.data()); }
+  void run(Mode mode, std::size_t v) override {
+    ops_[v].run(x_.data(), recv_, send_, y_.data(), mode);
+    if (mode == Mode::Sequential && v == 0) ref_ = y_;
   }
+  std::size_t add_variant(const OpOptions& o) override {
+    const std::size_t v = ops_.add(o);
+    ops_[v].set_weights(ptrs_);
+    return v;
+  }
+  void drop_variant(std::size_t v) override { ops_.drop(v); }
+  Collective collective() const override { return Collective::AllToAllv; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return x_.size() / k_ * n_ * sizeof(float); }
   std::string shape() const override {
@@ -283,7 +344,7 @@ class MoeBench : public OpBench {
   int p_;
   std::size_t top_k_;
   double zipf_;
-  GemmAllToAll op_;
+  Variants<GemmAllToAll> ops_;
   std::vector<std::size_t> send_, recv_;
   std::vector<float> x_, y_, ref_;
   std::vector<std::vector<float>> w_;
@@ -298,29 +359,36 @@ class GemmRsBench : public OpBench {
       : m_(std::max<std::size_t>(s.size / comm.size(), 1) * comm.size()),
         k_(s.ratio),
         n_(s.dim),
-        op_(comm, dev, m_, k_, n_, o),
+        ops_(
+            [&comm, &dev, m = m_, s](const OpOptions& opt) {
+              return std::make_unique<GemmReduceScatter>(comm, dev, m, s.ratio, s.dim, opt);
+            },
+            o),
         a_(m_ * k_),
         w_(k_ * n_),
-        y_(op_.rows_local() * n_),
+        y_(ops_[0].rows_local() * n_),
         ref_(y_.size()) {
     for (std::size_t i = 0; i < a_.size(); ++i)
       a_[i] = small_int(i + comm.rank());
     for (std::size_t i = 0; i < w_.size(); ++i)
       w_[i] = small_int(5 * i + 3);
   }
-  void compute_only() override { tilecomm::bench::compute_only(op_, a_.data(), w_.data()); }
-  void collective_only() override { tilecomm::bench::collective_only(op_, y_.data()); }
-  void run(Mode mode) override {
-    op_.run(a_.data(), w_.data(), y_.data(), mode);
-    if (mode == Mode::Sequential) ref_ = y_;
+  void compute_only() override { tilecomm::bench::compute_only(ops_[0], a_.data(), w_.data()); }
+  void collective_only() override { tilecomm::bench::collective_only(ops_[0], y_.data()); }
+  void run(Mode mode, std::size_t v) override {
+    ops_[v].run(a_.data(), w_.data(), y_.data(), mode);
+    if (mode == Mode::Sequential && v == 0) ref_ = y_;
   }
+  std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
+  void drop_variant(std::size_t v) override { ops_.drop(v); }
+  Collective collective() const override { return Collective::ReduceScatter; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return m_ * n_ * sizeof(float); }
   std::string shape() const override { return fmt::format("M={} K={} N={}", m_, k_, n_); }
 
  private:
   std::size_t m_, k_, n_;
-  GemmReduceScatter op_;
+  Variants<GemmReduceScatter> ops_;
   std::vector<float> a_, w_, y_, ref_;
 };
 

@@ -1,7 +1,9 @@
 #pragma once
 // One benchmarked operator: built for a size and a ratio knob, it runs each variant the
 // comparison needs (compute only, collective only, and the three modes) and checks a mode's output
-// against sequential's.
+// against sequential's. Further operator instances over the same inputs, with other OpOptions
+// (a collective algorithm, shaped knobs), are "variants": the baselines fused_perf tunes.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,10 +38,22 @@ struct Shape {
 class OpBench {
  public:
   virtual ~OpBench() = default;
+  /// The two halves of variant 0's sequential mode.
   virtual void compute_only() = 0;
   virtual void collective_only() = 0;
-  virtual void run(Mode mode) = 0;
-  /// Elements of the last run's output that differ from sequential's (bitwise).
+  /// Runs variant 0 (the operator make_op_bench built). Sequential mode of variant 0 also records
+  /// the reference output every other run is compared with.
+  void run(Mode mode) { run(mode, 0); }
+  /// Runs `mode` of one variant, into the same output buffer as every variant.
+  virtual void run(Mode mode, std::size_t variant) = 0;
+  /// Builds another operator over the same inputs with `options` (collective, like the operator's
+  /// constructor: every rank adds the same variants in the same order); returns its index.
+  virtual std::size_t add_variant(const OpOptions& options) = 0;
+  /// Frees a variant's operator (collective); its index is not reused, running it is an error.
+  virtual void drop_variant(std::size_t variant) = 0;
+  /// The collective of sequential mode (OpOptions::algorithm names one of its algorithms).
+  virtual Collective collective() const = 0;
+  /// Elements of the last run's output that differ from the reference (bitwise).
   virtual long long wrong_vs_sequential(Mode mode) = 0;
   /// Payload each rank contributes to the collective, bytes.
   virtual std::size_t bytes() const = 0;

@@ -8,10 +8,11 @@ namespace tilecomm::detail {
 extern const Algorithm reduce_scatter_mpi;
 extern const Algorithm reduce_scatter_ring;
 extern const Algorithm reduce_scatter_shm;
+extern const Algorithm reduce_scatter_hierarchical;
 
 const std::vector<const Algorithm*>& reduce_scatter_algorithms() {
-  static const std::vector<const Algorithm*> list = {&reduce_scatter_mpi, &reduce_scatter_ring,
-                                                     &reduce_scatter_shm};
+  static const std::vector<const Algorithm*> list = {
+      &reduce_scatter_mpi, &reduce_scatter_ring, &reduce_scatter_shm, &reduce_scatter_hierarchical};
   return list;
 }
 

@@ -43,7 +43,7 @@ void collective_only(EmbeddingAllToAll& op, const float* send, float* out);
 std::size_t send_elems(const EmbeddingAllToAll& op);
 
 /// MoE: the expert GEMMs of sequential mode into the context's send buffer (collective: the
-/// per-call routing exchange in verify mode only).
+/// per-call routing exchange in verify mode only). Empty `weights`: set_weights()' packing.
 void compute_only(GemmAllToAll& op, std::span<const float* const> weights, const float* x,
                   std::span<const std::size_t> recv_counts,
                   std::span<const std::size_t> send_counts);

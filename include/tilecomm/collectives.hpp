@@ -46,7 +46,7 @@ enum class ReduceOrder {
   /// ranks, (x0 op x1) op (x2 op x3). The same bits whatever the size, chunking or algorithm, and
   /// the order the fused operators use, so a GemvAllReduce gives the same bits in every mode. Only
   /// algorithms that keep it run: AllReduce one_shot and two_shot (one node) and hierarchical;
-  /// ReduceScatter shm (one node). Forcing another (argument or TILECOMM_*) raises
+  /// ReduceScatter shm (one node) and hierarchical. Forcing another (argument or TILECOMM_*) raises
   /// Error(InvalidArgument); a call none of them can run raises Error(NotSupported). Integer types
   /// ignore it (their sums wrap, so every order gives the same bits).
   Canonical,

@@ -80,12 +80,50 @@ class GemmAllToAll {
            std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
            float* y, Mode mode);
 
+  /// The whole expert layer in one call: the dispatch of this rank's routed tokens to the experts'
+  /// ranks, the expert GEMMs, and the return of the results. `tokens`: [sum(send_counts) x K], the
+  /// rows this rank routed to global expert g in rows y_row(g).. (grouped by global expert in
+  /// order: the dispatch buffer of examples/03); `y`: [sum(send_counts) x N], row i = row i of
+  /// `tokens` times its expert's weights. recv_counts/send_counts/weights as for run(). y must not
+  /// overlap tokens or the weights (not in place: K and N differ in general).
+  ///  - sequential: tilecomm::alltoallv of the tokens, then run()'s sequential path;
+  ///  - shaped: the same dispatch, then run()'s shaped path (shaping overlaps the return only);
+  ///  - fused: one persistent kernel. Each rank first sends every owner its rows, one block per
+  ///    owner's expert (on-node: a copy into the owner's input half of the shared segment and a
+  ///    flag; off-node: one MPI message each, received straight into that half); each GEMM tile
+  ///    starts as soon as the rows it reads have arrived (this rank's own rows at once), and its
+  ///    result leaves at once as in run()'s fused mode.
+  /// Results equal run()'s bitwise in every mode (same tiles, same kernel). Also checked here:
+  /// the rows routed to each rank's experts must fit its max_rows_in (else Error(Mismatch)).
+  /// Mode::Auto tries and settles separately from run()'s (layer_auto_choice()). The fused path
+  /// keeps two input halves per rank in the node's shared segment, as large as the rows every
+  /// other rank may send it: about 2 x ranks x max_rows_out x K floats.
+  void run_layer(std::span<const float* const> weights, const float* tokens,
+                 std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
+                 float* y, Mode mode);
+
+  /// Packs this rank's expert weights once (weights[e]: local expert e, [K x N] row-major), for
+  /// the calls that pass no weights: run(x, ...) and run_layer(tokens, ...) then skip the
+  /// per-call packing — a full read and write of the weights, which with few rows per expert (MoE
+  /// decode, small batches) costs as much as the GEMMs themselves. For weights that stay the same
+  /// between calls: the weights are read now, not kept; call set_weights() again after changing
+  /// them. Local (no communication). A call that passes weights packs them itself and ends this
+  /// packing (a later call without weights raises Error(InvalidArgument) until set_weights()).
+  void set_weights(std::span<const float* const> weights);
+  /// run() and run_layer() on the weights packed by set_weights() (see there).
+  void run(const float* x, std::span<const std::size_t> recv_counts,
+           std::span<const std::size_t> send_counts, float* y, Mode mode);
+  void run_layer(const float* tokens, std::span<const std::size_t> recv_counts,
+                 std::span<const std::size_t> send_counts, float* y, Mode mode);
+
   std::size_t num_experts() const;   ///< experts in the job
   std::size_t first_expert() const;  ///< global id of this rank's first expert
   std::size_t local_experts() const;
   std::size_t tile_rows() const;
   /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
   std::optional<Mode> auto_choice() const;
+  /// Mode::Auto's settled mode for run_layer() calls; empty while it is still trying.
+  std::optional<Mode> layer_auto_choice() const;
   std::size_t tile_cols() const;
 
  private:

@@ -9,30 +9,36 @@
 namespace tilecomm::detail {
 
 void BlockExchange::reserve(SegmentLayout& layout, int ranks, std::size_t flags,
-                            std::size_t inbox_floats, std::size_t header_words) {
+                            std::size_t inbox_floats, std::size_t header_words,
+                            std::size_t input_floats, std::size_t input_flags) {
   ranks_ = static_cast<std::size_t>(ranks);
   flag_count_ = flags;
   inbox_floats_ = inbox_floats;
   header_words_ = header_words;
-  flags_offset_ = layout.add(TileFlags::bytes_for(flags + ranks_ + 1));
+  input_floats_ = input_floats;
+  input_flag_count_ = input_flags;
+  flags_offset_ = layout.add(TileFlags::bytes_for(flags + ranks_ + 1 + input_flags));
   inbox_offset_ = layout.add(2 * inbox_floats * sizeof(float));
   header_offset_ = layout.add(2 * ranks_ * header_words * sizeof(std::uint64_t));
+  input_offset_ = layout.add(2 * input_floats * sizeof(float));
 }
 
 void BlockExchange::bind(OpContext& ctx, std::size_t ld, const char* what) {
   ctx_ = &ctx;
   ld_ = ld;
   what_ = what;
-  flags_ = ctx.flags_at(flags_offset_, flag_count_ + ranks_ + 1);
+  flags_ = ctx.flags_at(flags_offset_, flag_count_ + ranks_ + 1 + input_flag_count_);
   header_what_ =
       fmt::format("{}: per-call header (flag {} + source rank)", ctx.info.name, flag_count_);
+  input_what_ = fmt::format("{}: input rows (dispatch)", ctx.info.name);
   header_out_.assign(ranks_ * header_words_, 0);
   checked_ = std::make_unique<std::atomic<std::uint32_t>[]>(ranks_);
 }
 
 void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals,
                         float* out, const Compute& compute, const PeerHeaders* headers,
-                        bool zero_copy) {
+                        bool zero_copy, std::span<const InputRoute> input_sends,
+                        std::span<const InputRoute> input_arrivals) {
   release_outputs();  // normally done by the operator already, before its checks
   ctx_->tiles_moving();
   FusedPlan plan(*ctx_);
@@ -40,9 +46,21 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
   if (zero_copy && out != own_inbox(plan.epoch()))
     ctx_->invalid("BlockExchange: a zero-copy call's out is not its own inbox half");
   if (header_words_ == 0) headers = nullptr;
-  // Tasks: [0, np) produced, [np, np + na) arrivals, then per peer a header send and a check.
+  // Tasks: [0, np) produced, [np, np + na) arrivals, then per peer a header send and a check,
+  // then the input sends; in the order: input sends, header sends, produced, arrivals, checks.
   const std::size_t np = produced.size(), na = arrivals.size();
   const std::size_t send_headers = np + na, check_headers = send_headers + p;
+  const std::size_t send_inputs = check_headers + p;
+  for (std::size_t i = 0; i < input_sends.size(); ++i) {
+    plan.add(send_inputs + i);
+    if (plan.dest(input_sends[i].peer) == FusedPlan::Dest::OffNode) plan.expect_send();
+  }
+  float* my_inputs =
+      input_sends.empty() && input_arrivals.empty() ? nullptr : input_half(my_local, plan.epoch());
+  for (const InputRoute& in : input_arrivals)
+    if (plan.dest(in.peer) == FusedPlan::Dest::OffNode)
+      plan.expect_recv(my_inputs + in.offset, static_cast<int>(in.floats), MPI_FLOAT, in.peer,
+                       static_cast<int>(input_tag(in.flag)), flags_[my_local], input_flag(in.flag));
   if (headers != nullptr)
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
@@ -72,14 +90,22 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
     for (int q = 0; q < p; ++q)
       if (q != me) plan.add(check_headers + q);
   plan.run([&](const WorkgroupContext& wg, std::size_t task) {
-    if (task < np)
-      produce(wg, plan, task, produced[task], staged_[task], out, compute);
-    else if (task < send_headers)
+    if (task < np) {
+      const BlockRoute& r = produced[task];
+      if (r.input != BlockRoute::kNoInput) {  // its rows come from r.peer in this call
+        if (headers != nullptr) check_header(wg, plan, r.peer, *headers);
+        plan.await(wg, r.peer, flags_[my_local], input_flag(r.input), input_what_.c_str());
+      }
+      produce(wg, plan, task, r, staged_[task], out, compute);
+    } else if (task < send_headers) {
       arrive(wg, plan, arrivals[task - np], out, headers, zero_copy);
-    else if (task < check_headers)
+    } else if (task < check_headers) {
       send_header(wg, plan, static_cast<int>(task - send_headers), *headers);
-    else
+    } else if (task < send_inputs) {
       check_header(wg, plan, static_cast<int>(task - check_headers), *headers);
+    } else {
+      send_input(wg, plan, task - send_inputs, input_sends[task - send_inputs]);
+    }
   });
   // Every arrival of this call has been copied out of this rank's inbox half (and its headers
   // read): producers may store the call after next there. Zero-copy: the half is the caller's
@@ -121,6 +147,7 @@ void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, s
   switch (plan.dest(route.peer)) {
     case FusedPlan::Dest::Self:
       compute(i, out + b.offset, ld_);
+      wg.mark("tile computed", tile, route.peer, bytes);
       return;
     case FusedPlan::Dest::OnNode: {
       const int local = ctx_->topo.local_of[route.peer];
@@ -151,6 +178,22 @@ void BlockExchange::arrive(const WorkgroupContext& wg, const FusedPlan& plan,
   const float* src = inbox(my_local, plan.parity()) + route.inbox;
   for (std::size_t r = 0; r < b.rows; ++r)
     std::memcpy(out + b.offset + r * ld_, src + r * ld_, b.cols * sizeof(float));
+}
+
+void BlockExchange::send_input(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
+                               const InputRoute& route) {
+  const auto bytes = static_cast<std::int64_t>(route.floats * sizeof(float));
+  const auto mark = -2 - static_cast<std::int64_t>(i);  // trace: inputs are tiles -2, -3, ...
+  if (plan.dest(route.peer) == FusedPlan::Dest::OnNode) {
+    const int local = ctx_->topo.local_of[route.peer];
+    await_released(local, route.peer, plan.epoch());
+    std::memcpy(input_half(local, plan.epoch()) + route.offset, route.src,
+                route.floats * sizeof(float));
+    plan.release(wg, flags_[local], input_flag(route.flag), route.peer, mark, bytes);
+  } else {
+    plan.send(wg, route.src, static_cast<int>(route.floats), MPI_FLOAT, route.peer,
+              static_cast<int>(input_tag(route.flag)), mark, bytes);
+  }
 }
 
 void BlockExchange::send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,

@@ -63,6 +63,24 @@ struct BlockRoute {
   Block block;
   std::size_t flag;
   std::size_t inbox = 0;
+  /// Produced blocks only: the input flag (InputRoute::flag) whose rows, from `peer`, this block's
+  /// compute reads; kNoInput when it reads nothing moved by the call.
+  std::size_t input = kNoInput;
+  static constexpr std::size_t kNoInput = static_cast<std::size_t>(-1);
+};
+
+/// Input rows moved by the call itself before they are computed on (the dispatch of an
+/// All-to-All + GEMM): `floats` contiguous floats that land at `offset` in the destination's input
+/// half (a region of its segment, double-buffered by epoch parity like the inbox), announced by
+/// the destination's input flag `flag`. Sent: `peer` is the destination and `src` the rows;
+/// expected: `peer` is the source (`src` unused). Off-node inputs are one MPI message each (tag:
+/// input_tag(flag)), received by the proxy straight into the input half.
+struct InputRoute {
+  int peer;
+  const float* src;
+  std::size_t floats;
+  std::size_t offset;
+  std::size_t flag;
 };
 
 /// Per-call headers between every pair of ranks, both functions called in WGs: `fill` writes the
@@ -78,8 +96,11 @@ class BlockExchange {
   /// Adds the exchange's regions to the operator's segment layout: `flags` block flags (plus one
   /// header flag per rank and the done flag), two inbox halves of `inbox_floats` each, and two
   /// halves of `header_words` words per rank (0: the operator passes no PeerHeaders).
+  /// With inputs (run()'s `input_sends`): two input halves of `input_floats` each and
+  /// `input_flags` more flags.
   void reserve(SegmentLayout& layout, int ranks, std::size_t flags, std::size_t inbox_floats,
-               std::size_t header_words = 0);
+               std::size_t header_words = 0, std::size_t input_floats = 0,
+               std::size_t input_flags = 0);
   /// After ctx.map_segment(): binds the regions; `ld` is the row stride of every rank's output
   /// and inbox; `what` names an arriving block in timeout errors.
   void bind(OpContext& ctx, std::size_t ld, const char* what);
@@ -92,8 +113,18 @@ class BlockExchange {
   /// and arrived.
   /// With `zero_copy`, `out` is own_inbox() of this call (the operator checked it): arrivals
   /// from on-node ranks are already in place, and the done flag waits for release_outputs().
+  /// With inputs: `input_sends` are tasks ahead of everything else (an on-node one copies its
+  /// rows into the destination's input half, waiting as a produced block does for that half to be
+  /// released, and raises the flag; an off-node one is an MPI send); `input_arrivals` are what
+  /// this rank expects (off-node: a receive posted before the kernel starts). A produced block
+  /// with an `input` first checks its source's header (with `headers`: routing that disagrees is
+  /// then a Mismatch, not a wait for rows that never come), then awaits the input's flag (the
+  /// header alone does not say the rows are there: the source may send it while a copy of its
+  /// inputs is still under way) before its compute.
   void run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals, float* out,
-           const Compute& compute, const PeerHeaders* headers = nullptr, bool zero_copy = false);
+           const Compute& compute, const PeerHeaders* headers = nullptr, bool zero_copy = false,
+           std::span<const InputRoute> input_sends = {},
+           std::span<const InputRoute> input_arrivals = {});
   /// At the start of every call of the operator (any mode): raises the done flag a zero-copy call
   /// left down, so producers may store the call after next into its half. No-op otherwise.
   void release_outputs();
@@ -107,6 +138,12 @@ class BlockExchange {
 
   /// MPI tag of the headers: one past the last block flag (the operator checks it fits MPI_TAG_UB).
   std::size_t header_tag() const { return flag_count_; }
+  /// MPI tag of input `flag`: after the header's (the operator checks the last fits MPI_TAG_UB).
+  std::size_t input_tag(std::size_t flag) const { return flag_count_ + 1 + flag; }
+  /// On-node rank `local`'s input half of the call with epoch `epoch`.
+  float* input_half(int local, std::uint32_t epoch) const {
+    return ctx_->region(local, input_offset_) + (epoch & 1u) * input_floats_;
+  }
 
  private:
   void produce(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
@@ -115,6 +152,8 @@ class BlockExchange {
               float* out, const PeerHeaders* headers, bool zero_copy);
   void send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
                    const PeerHeaders& headers);
+  void send_input(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
+                  const InputRoute& route);
   void check_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
                     const PeerHeaders& headers);
   // Waits until on-node rank `peer` (local `local`) has finished reading the half call `epoch`
@@ -130,13 +169,15 @@ class BlockExchange {
   }
   std::size_t header_flag(int src) const { return flag_count_ + src; }
   std::size_t done_flag() const { return flag_count_ + ranks_; }
+  std::size_t input_flag(std::size_t flag) const { return flag_count_ + ranks_ + 1 + flag; }
 
   OpContext* ctx_ = nullptr;
   std::size_t ranks_ = 0, flags_offset_ = 0, flag_count_ = 0, inbox_offset_ = 0, inbox_floats_ = 0;
   std::size_t header_offset_ = 0, header_words_ = 0, ld_ = 0;
+  std::size_t input_offset_ = 0, input_floats_ = 0, input_flag_count_ = 0;
   const char* what_ = "block";
-  std::string header_what_;
-  std::vector<TileFlags> flags_;  // per on-node rank: blocks, headers by source rank, done
+  std::string header_what_, input_what_;
+  std::vector<TileFlags> flags_;  // per on-node rank: blocks, headers by source rank, done, inputs
   std::vector<std::size_t> staged_;
   std::vector<std::uint64_t> header_out_;                  // [peer][word]: off-node headers sent
   std::unique_ptr<std::atomic<std::uint32_t>[]> checked_;  // [peer]: epoch whose header matched

@@ -21,8 +21,10 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       device(d),
       options(std::move(opts)),
       info(op),
-      auto_(options.auto_rounds),
-      verify_kind_(register_call_kind(op.name, op.shape)) {
+      autos_{AutoMode(options.auto_rounds), AutoMode(options.auto_rounds)},
+      verify_kinds_{register_call_kind(op.name, op.shape),
+                    op.second_call ? register_call_kind(op.second_call, op.shape)
+                                   : register_call_kind(op.name, op.shape)} {
   comm.refuse_if_failed(info.name);
   if (options.auto_rounds < 1)
     invalid(fmt::format("auto_rounds = {} (must be >= 1)", options.auto_rounds));
@@ -166,8 +168,8 @@ void OpContext::refuse_if_failed() const {
                           info.name, failure_));
 }
 
-void OpContext::verify(Mode mode, std::array<std::uint64_t, 3> shape) {
-  verify_op_call(comm, verify_kind_, shape, to_string(mode));
+void OpContext::verify(Mode mode, std::array<std::uint64_t, 3> shape, std::size_t kind) {
+  verify_op_call(comm, verify_kinds_.at(kind), shape, to_string(mode));
 }
 
 void OpContext::run_compute(std::size_t tiles,
@@ -178,34 +180,36 @@ void OpContext::run_compute(std::size_t tiles,
   compute_stream.synchronize();
 }
 
-void OpContext::settle_auto() {
-  std::vector<double>& t = auto_.samples();
+void OpContext::settle_auto(AutoMode& state) {
+  std::vector<double>& t = state.samples();
   allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
-  auto_.settle(choose_auto_mode(t, auto_.sample_modes()));
+  state.settle(choose_auto_mode(t, state.sample_modes()));
 }
 
 model::Layout OpContext::model_layout() const {
   return {topo.size, topo.num_nodes, device.num_cus(), device.wg_slots_per_cu()};
 }
 
-void OpContext::plan_auto() {
-  auto_planned_ = true;
+void OpContext::plan_auto(std::size_t kind) {
+  auto_planned_.at(kind) = true;
+  const std::optional<model::OpShape>& shape = model_shapes_.at(kind);
   double v[4] = {0, 0, 0, 1};  // predictions, then "no profile here"
-  if (profile_ && model_shape_) {
-    const model::Prediction p = model::predict(*profile_, *model_shape_, model_layout(), options);
+  if (profile_ && shape) {
+    const model::Prediction p = model::predict(*profile_, *shape, model_layout(), options);
     v[0] = p.sequential;
     v[1] = p.shaped;
     v[2] = p.fused;
     v[3] = 0;
   }
   allreduce(communicator, v, v, 4, DataType::Float64, ReduceOp::Max);
-  if (v[3] > 0) return;  // some rank has no profile: every rank measures
-  predictions_ = std::array<double, 3>{v[0], v[1], v[2]};
-  const model::ModelChoice c = model::choose_from_model(*predictions_);
+  if (v[3] > 0) return;  // some rank has no profile (or no shape): every rank measures
+  predictions_.at(kind) = std::array<double, 3>{v[0], v[1], v[2]};
+  const model::ModelChoice c = model::choose_from_model(*predictions_.at(kind));
+  AutoMode& state = autos_.at(kind);
   if (c.settle)
-    auto_.settle(*c.settle);
+    state.settle(*c.settle);
   else
-    auto_.set_candidates(c.candidates);
+    state.set_candidates(c.candidates);
 }
 
 void OpContext::run_nonblocking(const ShapedChunks& plan) {

@@ -44,6 +44,9 @@ struct OpInfo {
   /// Whether OpOptions::fused_algorithm may be other than Auto (operators with several fused
   /// reduction protocols).
   bool fused_algorithms = false;
+  /// The name of the operator's second kind of call in verify mode's fingerprints (dispatch's
+  /// `kind` 1), or null when it has one kind of call.
+  const char* second_call = nullptr;
 };
 
 /// Shaped mode (Cui & Pericas) as data: chunk c's compute kernel (tiles(c) WGs, shaped LDS) runs on
@@ -135,22 +138,25 @@ class OpContext {
   /// return false: nothing to do on any rank), then the mode's own path.
   /// Mode::Auto is resolved here (auto_mode.hpp): the call runs its trial mode, timed, or the
   /// settled one.
+  /// `kind`: which of the operator's calls this is (0, or 1 for a second kind of call such as
+  /// GemmAllToAll::run_layer), each with its own Auto trials and choice.
   template <class Validate, class Sequential, class Shaped, class Fused>
   void dispatch(Mode mode, std::array<std::uint64_t, 3> shape, Validate&& validate,
-                Sequential&& sequential, Shaped&& shaped, Fused&& fused) {
+                Sequential&& sequential, Shaped&& shaped, Fused&& fused, std::size_t kind = 0) {
     refuse_if_failed();
+    AutoMode& auto_ = autos_.at(kind);
     tiles_moving_ = false;
     try {
-      // The first Auto call is verified as "auto" before it plans (a collective), so that a rank
-      // that passed another mode gets a Mismatch, not a stray AllReduce.
-      const bool planning = mode == Mode::Auto && !auto_planned_;
+      // The first Auto call of a kind is verified as "auto" before it plans (a collective), so
+      // that a rank that passed another mode gets a Mismatch, not a stray AllReduce.
+      const bool planning = mode == Mode::Auto && !auto_planned_.at(kind);
       if (planning) {
-        verify(mode, shape);
-        plan_auto();
+        verify(mode, shape, kind);
+        plan_auto(kind);
       }
       const bool trial = mode == Mode::Auto && !auto_.choice();
       if (mode == Mode::Auto) mode = auto_.next();
-      if (!planning) verify(mode, shape);
+      if (!planning) verify(mode, shape, kind);
       if constexpr (std::is_same_v<decltype(validate()), bool>) {
         if (!validate()) return;
       } else {
@@ -171,21 +177,27 @@ class OpContext {
       if (trial &&
           auto_.record(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
-        settle_auto();
+        settle_auto(auto_);
     } catch (...) {
       note_failure(std::current_exception());
       throw;
     }
   }
-  /// Mode::Auto's settled mode; empty while it is still trying modes.
-  std::optional<Mode> auto_choice() const { return auto_.choice(); }
-  /// This call shape for Auto's model (ops/model/predict.hpp), set by the operator; it may be
-  /// refined (e.g. from the first call's indices) until the first Auto call plans.
-  void set_model_shape(const model::OpShape& shape) { model_shape_ = shape; }
-  /// Whether the first Auto call has planned (predicted and agreed) yet.
-  bool auto_planned() const { return auto_planned_; }
-  /// The model's agreed predictions (slowest rank's, per mode), when Auto planned from a profile.
-  std::optional<std::array<double, 3>> auto_predictions() const { return predictions_; }
+  /// Mode::Auto's settled mode for calls of `kind`; empty while it is still trying modes.
+  std::optional<Mode> auto_choice(std::size_t kind = 0) const { return autos_.at(kind).choice(); }
+  /// The shape of calls of `kind` for Auto's model (ops/model/predict.hpp), set by the operator;
+  /// it may be refined (e.g. from the first call's indices) until the first Auto call of that kind
+  /// plans. A kind without one measures.
+  void set_model_shape(const model::OpShape& shape, std::size_t kind = 0) {
+    model_shapes_.at(kind) = shape;
+  }
+  /// Whether the first Auto call of `kind` has planned (predicted and agreed) yet.
+  bool auto_planned(std::size_t kind = 0) const { return auto_planned_.at(kind); }
+  /// The model's agreed predictions (slowest rank's, per mode) for `kind`, when Auto planned from
+  /// a profile.
+  std::optional<std::array<double, 3>> auto_predictions(std::size_t kind = 0) const {
+    return predictions_.at(kind);
+  }
   /// The rank layout the model sees: ranks, nodes, this device's CUs and WG slots.
   model::Layout model_layout() const;
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
@@ -198,22 +210,23 @@ class OpContext {
   void tiles_moving() { tiles_moving_ = true; }
 
  private:
-  void verify(Mode mode, std::array<std::uint64_t, 3> shape);
+  void verify(Mode mode, std::array<std::uint64_t, 3> shape, std::size_t kind);
   // A call that fails after communication began (Timeout, MPI error, an error inside a workgroup)
   // leaves peers out of step and MPI requests behind: the context is marked failed and every later
   // call raises Error(InvalidUsage) saying why, as NCCL does after a communicator abort.
   void note_failure(std::exception_ptr error);
   // Collective: the slowest rank's time of every Auto trial call, then the choice.
-  void settle_auto();
-  // Collective (the first Auto call): every rank's prediction of each mode from its profile, the
-  // slowest rank's agreed (one AllReduce of 4 doubles); a clear winner settles at once, else only
-  // the plausible candidates are tried. Without a profile (or a shape) on some rank: all measure.
-  void plan_auto();
-  AutoMode auto_;
+  void settle_auto(AutoMode& state);
+  // Collective (the first Auto call of `kind`): every rank's prediction of each mode from its
+  // profile, the slowest rank's agreed (one AllReduce of 4 doubles); a clear winner settles at
+  // once, else only the plausible candidates are tried. Without a profile (or a shape) on some
+  // rank: all measure.
+  void plan_auto(std::size_t kind);
+  std::array<AutoMode, 2> autos_;          // per kind of call
   std::optional<model::Profile> profile_;  // Auto's cost profile (OpOptions::profile)
-  std::optional<model::OpShape> model_shape_;
-  std::optional<std::array<double, 3>> predictions_;
-  bool auto_planned_ = false;
+  std::array<std::optional<model::OpShape>, 2> model_shapes_;
+  std::array<std::optional<std::array<double, 3>>, 2> predictions_;
+  std::array<bool, 2> auto_planned_{};
   // The NonBlocking policy's chunk loop: compute on every CU, each chunk's collective handed to
   // host_progress_ once its compute is done.
   void run_nonblocking(const ShapedChunks& plan);
@@ -229,7 +242,8 @@ class OpContext {
   std::vector<float> staging_;
   std::map<std::tuple<std::size_t, std::size_t, std::size_t>, MPI_Datatype> block_types_;
   std::uint32_t epoch_ = 0;
-  const std::uint16_t verify_kind_;  // this operator's kind in verify mode's fingerprints
+  // The operator's call kinds in verify mode's fingerprints (per dispatch `kind`).
+  const std::array<std::uint16_t, 2> verify_kinds_;
 };
 
 }  // namespace tilecomm::detail

@@ -15,7 +15,8 @@ namespace tilecomm {
 namespace detail {
 namespace {
 
-constexpr OpInfo kInfo{"GemmAllToAll", "gemm_alltoall", {"k", "n", "experts"}};
+constexpr OpInfo kInfo{
+    "GemmAllToAll", "gemm_alltoall", {"k", "n", "experts"}, false, "GemmAllToAll::run_layer"};
 /// Weight panels per packing task (256 columns).
 constexpr std::size_t kPackPanels = 16;
 
@@ -56,11 +57,13 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
             "MPI_Allgather");
   first_expert.assign(p + 1, 0);
   max_out_of.assign(p, 0);
-  std::size_t max_in_all = 0, most_experts = 0;
+  max_in_of.assign(p, 0);
+  std::size_t max_in_all = 0;
   for (int q = 0; q < p; ++q) {
     first_expert[q + 1] = first_expert[q] + static_cast<std::size_t>(all[3 * q]);
     most_experts = std::max(most_experts, static_cast<std::size_t>(all[3 * q]));
-    max_in_all = std::max(max_in_all, static_cast<std::size_t>(all[3 * q + 1]));
+    max_in_of[q] = static_cast<std::size_t>(all[3 * q + 1]);
+    max_in_all = std::max(max_in_all, max_in_of[q]);
     max_out_of[q] = static_cast<std::size_t>(all[3 * q + 2]);
     max_out_all = std::max(max_out_all, max_out_of[q]);
   }
@@ -69,18 +72,26 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   // (prepare checks both bounds before a tile moves).
   slot_rows = std::min(max_in_all, max_out_all);
   const std::size_t ub = ctx.tag_upper_bound();
-  // Tags: block flags [0, count), the per-call headers count (<= ub).
-  if (experts() * std::max<std::size_t>(max_row_blocks, 1) * col_blocks > ub)
+  // Tags: block flags [0, count), the per-call headers count, run_layer's inputs after it.
+  const std::size_t block_flags = experts() * max_row_blocks * col_blocks;
+  const std::size_t input_flags = static_cast<std::size_t>(p) * most_experts;
+  if (experts() * std::max<std::size_t>(max_row_blocks, 1) * col_blocks > ub ||
+      block_flags + input_flags > ub)
     ctx.invalid(
-        fmt::format("{} experts x {} row blocks x {} column blocks exceed MPI's tag range "
-                    "({}); use a larger tile",
-                    experts(), max_row_blocks, col_blocks, ub));
+        fmt::format("{} experts x {} row blocks x {} column blocks (+ {} ranks x {} experts of "
+                    "dispatch) exceed MPI's tag range ({}); use a larger tile",
+                    experts(), max_row_blocks, col_blocks, p, most_experts, ub));
   send_buf.resize(max_in * n);
   packed.reset(local_experts, k, n);
   SegmentLayout layout;
   const auto other_local = static_cast<std::size_t>(topo.local_size - 1);
-  fused_exchange.reserve(layout, p, experts() * max_row_blocks * col_blocks,
-                         other_local * slot_rows * n, 2 * most_experts);
+  // run_layer's input half: on each owner, one slot per other rank, as large as the rows that
+  // rank may send it (every owner's layout is the same size: the largest).
+  std::size_t input_floats = 0;
+  for (int o = 0; o < p; ++o)
+    input_floats = std::max(input_floats, input_slot(o, p));
+  fused_exchange.reserve(layout, p, block_flags, other_local * slot_rows * n, 2 * most_experts,
+                         input_floats, input_flags);
   ctx.map_segment(layout);
   fused_exchange.bind(ctx, n, "GemmAllToAll: result tile");
   headers.fill = [this](int peer, std::uint64_t* words) { fill_header(peer, words); };
@@ -93,7 +104,7 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
   const int p = topo.size;
   for (int s : ctx.destination_order(remote_first))
     for (std::size_t e = e0; e < e1; ++e) {
-      const std::size_t rows = route.x_row[e * p + s + 1] - route.x_row[e * p + s];
+      const std::size_t rows = route.recv_counts[e * p + s];
       // Column blocks outermost: consecutive tiles read the same packed weight panels (K x
       // tile_cols), which then come from L2/L3 (2048 x 4096 x 1024 in 32-row tiles: 51 -> 70
       // GFLOP/s on one core, docs/kernels.md "GEMM kernel").
@@ -104,12 +115,17 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
   return tiles;
 }
 
-void GemmAllToAllImpl::pack_weights(std::span<const float* const> weights) {
+void GemmAllToAllImpl::pack_weights(std::span<const float* const> weights, bool all) {
   const int p = topo.size;
   const std::size_t chunks = (packed.panels() + kPackPanels - 1) / kPackPanels;
   std::vector<std::size_t> used;  // experts with rows in this call
-  for (std::size_t e = 0; e < local_experts; ++e)
-    if (route.x_row[(e + 1) * p] > route.x_row[e * p]) used.push_back(e);
+  for (std::size_t e = 0; e < local_experts; ++e) {
+    std::size_t rows = 0;
+    for (int s = 0; s < p && !all; ++s)
+      rows += route.recv_counts[e * p + s];
+    if (all || rows > 0) used.push_back(e);
+  }
+  weights_set = all;
   ctx.run_compute(used.size() * chunks, [&](std::size_t task) {
     const std::size_t e = used[task / chunks], c = task % chunks;
     packed.pack(e, weights[e], n, c * kPackPanels, (c + 1) * kPackPanels);
@@ -181,11 +197,23 @@ void GemmAllToAll::run(std::span<const float* const> weights, const float* x,
   detail::GemmAllToAllImpl& op = *impl_;
   op.ctx.dispatch(
       mode, {op.k, op.n, op.experts()},
-      [&] {
-        op.prepare(weights, x, recv_counts, send_counts, y);
-        op.pack_weights(weights);
-      },
+      [&] { op.prepare_call(weights, x, recv_counts, send_counts, y, false); },
       [&] { op.run_sequential(x, y); }, [&] { op.run_shaped(x, y); }, [&] { op.run_fused(x, y); });
+}
+
+void GemmAllToAll::run(const float* x, std::span<const std::size_t> recv_counts,
+                       std::span<const std::size_t> send_counts, float* y, Mode mode) {
+  run({}, x, recv_counts, send_counts, y, mode);
+}
+
+void GemmAllToAll::set_weights(std::span<const float* const> weights) {
+  detail::GemmAllToAllImpl& op = *impl_;
+  if (weights.size() != op.local_experts)
+    op.ctx.invalid(fmt::format("set_weights: weights has {} entries; this rank owns {} experts",
+                               weights.size(), op.local_experts));
+  for (std::size_t e = 0; e < weights.size(); ++e)
+    if (weights[e] == nullptr) op.ctx.invalid(fmt::format("set_weights: weights[{}] is null", e));
+  op.pack_weights(weights, true);
 }
 
 void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights, const float* x,
@@ -193,7 +221,7 @@ void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights
                          std::span<const std::size_t> send_counts) {
   detail::GemmAllToAllImpl& impl = detail::BenchAccess::impl(op);
   impl.prepare(weights, x, recv_counts, send_counts, nullptr, false);
-  impl.pack_weights(weights);
+  if (!weights.empty() || impl.local_experts == 0) impl.pack_weights(weights);  // else set_weights
   const auto tiles = impl.make_tiles(0, impl.local_experts, false);
   impl.ctx.run_compute(tiles.size(), [&](std::size_t i) { impl.gemm_to_send(x, tiles[i]); });
 }
@@ -216,6 +244,9 @@ std::size_t GemmAllToAll::local_experts() const {
 }
 std::optional<Mode> GemmAllToAll::auto_choice() const {
   return impl_->ctx.auto_choice();
+}
+std::optional<Mode> GemmAllToAll::layer_auto_choice() const {
+  return impl_->ctx.auto_choice(1);
 }
 std::size_t GemmAllToAll::tile_rows() const {
   return impl_->tile_rows;

@@ -2,7 +2,7 @@
 // Private state of GemmAllToAll: its routing, memory layout and tiles on top of the operator
 // framework (ops/common/). Set-up, the GEMM tile and the unfused modes are in gemm_alltoall.cpp,
 // the per-call routing checks and headers in gemm_alltoall_routing.cpp, the fused kernel in
-// gemm_alltoall_fused.cpp.
+// gemm_alltoall_fused.cpp, the whole layer (run_layer: dispatch too) in gemm_alltoall_layer.cpp.
 
 #include <cstdint>
 #include <span>
@@ -29,7 +29,8 @@ struct GemmTile {
 struct Routing {
   std::vector<std::size_t> send_counts;  // [g]: rows this rank routed to global expert g
   std::vector<std::size_t> recv_counts;  // [e * p + s]: rows local expert e received from s
-  std::vector<std::size_t> x_row;     // [e * p + s]: first row of block (e, s) in x; [E p]: total
+  std::vector<std::size_t> x_row;        // [e * p + s]: first row of block (e, s) in x (run_layer:
+                                         // in x_in, source-major); [E p]: total
   std::vector<std::size_t> send_row;  // [s * E + e]: first row of block (e, s) in the send buffer
   std::vector<std::size_t> y_row;     // [g]: first row of expert g's results in y; [G]: total
   std::vector<std::size_t> pair_row;  // [e * p + s]: first row of block (e, s) among the rows
@@ -48,9 +49,11 @@ struct GemmAllToAllImpl {
   /// capacity or with this rank's own experts: Error(Mismatch)); in verify mode first the
   /// collective routing exchange and cross-check, which raises the same error on every rank. Sets
   /// `route`.
+  /// `layer`: a run_layer call (x is the caller's tokens; also checks the rows routed to every
+  /// owner against its max_rows_in; x_row is source-major, for x_in).
   void prepare(std::span<const float* const> weights, const float* x,
                std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
-               const float* y, bool check_y = true);
+               const float* y, bool check_y = true, bool layer = false);
   /// First row of global expert g's results in this rank's y.
   std::size_t y_row(std::size_t g) const { return route.y_row[g]; }
   /// Fused: the slot of owner `owner_local`'s blocks in on-node rank `local`'s inbox half (floats).
@@ -68,8 +71,14 @@ struct GemmAllToAllImpl {
   }
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
   /// Every mode's first step: packs the weights of the local experts that received rows into
-  /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for).
-  void pack_weights(std::span<const float* const> weights);
+  /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for); forgets
+  /// set_weights()' packing. With `all`, every local expert (set_weights()).
+  void pack_weights(std::span<const float* const> weights, bool all = false);
+  /// A call's validation and weights: `weights` empty = set_weights()' packing (an error in
+  /// local_error when there is none).
+  void prepare_call(std::span<const float* const> weights, const float* x,
+                    std::span<const std::size_t> recv_counts,
+                    std::span<const std::size_t> send_counts, const float* y, bool layer);
   /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc), from `packed`.
   void gemm_tile(const float* x, const GemmTile& t, float* dst, std::size_t ldc) const;
   /// gemm_tile into the send buffer of the unfused modes (grouped by source rank, then expert).
@@ -81,16 +90,30 @@ struct GemmAllToAllImpl {
   void run_shaped(const float* x, float* y);
   void run_fused(const float* x, float* y);
 
+  // ---- run_layer (gemm_alltoall_layer.cpp) ----
+  /// Unfused modes: the dispatch All-to-Allv of the caller's tokens into x_in (source-major).
+  void dispatch_tokens(const float* tokens);
+  /// Fused: dispatch, GEMM tiles as their rows arrive, return — one persistent kernel.
+  void run_fused_layer(const float* tokens, float* y);
+  /// Fused run_layer: where source s's rows for owner o start in o's input half (floats).
+  std::size_t input_slot(int owner, int src) const;
+  /// Fused run_layer: the input flag of source s's rows for local expert e of the owner.
+  std::size_t input_flag(int src, std::size_t e) const { return src * most_experts + e; }
+
   OpContext ctx;
   const Topology& topo;
   std::size_t local_experts, k, n, max_in, max_out;
   std::size_t max_out_all = 0;          // the largest max_rows_out of any rank (sizes the flags)
   std::vector<std::size_t> max_out_of;  // per rank: its max_rows_out
+  std::vector<std::size_t> max_in_of;   // per rank: its max_rows_in
+  std::size_t most_experts = 0;         // the most experts of a rank
   std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
   std::vector<std::size_t> first_expert;  // per rank prefix; [p] = experts in the job
   Routing route;
   std::vector<float> send_buf;    // unfused modes: results grouped by source rank, then expert
+  std::vector<float> x_in;        // run_layer's unfused modes: the dispatched rows (on first use)
   kernels::PackedWeights packed;  // this call's weights, packed by pack_weights
+  bool weights_set = false;       // `packed` holds every local expert, from set_weights()
   // Fused: flags [experts x max_row_blocks x col_blocks]; per inbox half one slot of slot_rows x N
   // per other on-node rank, holding the blocks that owner returns here in the owner's order
   // (pair_row), since an owner does not know where they go in this rank's y; headers of 2 x the
@@ -102,17 +125,17 @@ struct GemmAllToAllImpl {
  private:
   std::string local_error(std::span<const float* const> weights, const float* x,
                           std::span<const std::size_t> recv_counts,
-                          std::span<const std::size_t> send_counts, const float* y,
-                          bool check_y) const;
+                          std::span<const std::size_t> send_counts, const float* y, bool check_y,
+                          bool layer) const;
   // Verify mode: the routing allgather; every rank raises the same error.
   void agree_routing(const std::string& error, std::span<const std::size_t> recv_counts,
                      std::span<const std::size_t> send_counts) const;
   void check_routing(const std::vector<unsigned long long>& all, std::size_t stride) const;
   // Mismatches this rank can see alone: its own experts' rows from itself, a peer's capacity.
   void check_local_routing(std::span<const std::size_t> recv_counts,
-                           std::span<const std::size_t> send_counts) const;
+                           std::span<const std::size_t> send_counts, bool layer) const;
   void derive_routing(std::span<const std::size_t> recv_counts,
-                      std::span<const std::size_t> send_counts);
+                      std::span<const std::size_t> send_counts, bool layer);
 };
 
 /// Error(Mismatch): "GemmAllToAll: rank <source> routes <sent> rows to expert <g> (on rank

@@ -23,9 +23,13 @@ Error routing_mismatch(int source, std::size_t sent, std::size_t g, int owner,
 std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights, const float* x,
                                           std::span<const std::size_t> recv_counts,
                                           std::span<const std::size_t> send_counts, const float* y,
-                                          bool check_y) const {
+                                          bool check_y, bool layer) const {
   const int p = topo.size;
-  if (weights.size() != local_experts)
+  const bool packed_already = weights.empty() && local_experts > 0;  // a call without weights
+  if (packed_already && !weights_set)
+    return "no weights: pass them, or call set_weights() before a call without them (a call "
+           "with weights ends set_weights()' packing)";
+  if (weights.size() != local_experts && !packed_already)
     return fmt::format("weights has {} entries; this rank owns {} experts", weights.size(),
                        local_experts);
   if (recv_counts.size() != local_experts * p)
@@ -43,24 +47,36 @@ std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights,
     return fmt::format("recv_counts add up to {} rows, above max_rows_in = {}", in, max_in);
   if (out > max_out)
     return fmt::format("send_counts add up to {} rows, above max_rows_out = {}", out, max_out);
-  for (std::size_t e = 0; e < local_experts; ++e)
+  for (std::size_t e = 0; e < weights.size(); ++e)
     if (weights[e] == nullptr) return fmt::format("weights[{}] is null", e);
-  if (x == nullptr && in > 0) return fmt::format("x is null with {} rows", in);
+  // run_layer: x is the caller's tokens, one row per result row.
+  const std::size_t x_rows = layer ? out : in;
+  const char* x_name = layer ? "tokens" : "x";
+  if (x == nullptr && x_rows > 0) return fmt::format("{} is null with {} rows", x_name, x_rows);
   if (check_y && y == nullptr && out > 0) return fmt::format("y is null with {} rows", out);
-  if (x != nullptr && y != nullptr && in > 0 && out > 0 && x < y + out * n && y < x + in * k)
-    return "y overlaps x";
+  if (x != nullptr && y != nullptr && x_rows > 0 && out > 0 && x < y + out * n &&
+      y < x + x_rows * k)
+    return fmt::format("y overlaps {}", x_name);
   return {};
 }
 
 void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const float* x,
                                std::span<const std::size_t> recv_counts,
                                std::span<const std::size_t> send_counts, const float* y,
-                               bool check_y) {
-  const std::string error = local_error(weights, x, recv_counts, send_counts, y, check_y);
+                               bool check_y, bool layer) {
+  const std::string error = local_error(weights, x, recv_counts, send_counts, y, check_y, layer);
   if (ctx.comm.verifier.enabled()) agree_routing(error, recv_counts, send_counts);
   if (!error.empty()) ctx.invalid(error);
-  check_local_routing(recv_counts, send_counts);
-  derive_routing(recv_counts, send_counts);
+  check_local_routing(recv_counts, send_counts, layer);
+  derive_routing(recv_counts, send_counts, layer);
+}
+
+void GemmAllToAllImpl::prepare_call(std::span<const float* const> weights, const float* x,
+                                    std::span<const std::size_t> recv_counts,
+                                    std::span<const std::size_t> send_counts, const float* y,
+                                    bool layer) {
+  prepare(weights, x, recv_counts, send_counts, y, true, layer);
+  if (!weights.empty() || local_experts == 0) pack_weights(weights);
 }
 
 void GemmAllToAllImpl::agree_routing(const std::string& error,
@@ -110,7 +126,8 @@ void GemmAllToAllImpl::check_routing(const std::vector<unsigned long long>& all,
 }
 
 void GemmAllToAllImpl::check_local_routing(std::span<const std::size_t> recv_counts,
-                                           std::span<const std::size_t> send_counts) const {
+                                           std::span<const std::size_t> send_counts,
+                                           bool layer) const {
   const int p = topo.size, me = topo.rank;
   for (std::size_t e = 0; e < local_experts; ++e) {
     const std::size_t g = first_expert[me] + e;
@@ -129,10 +146,23 @@ void GemmAllToAllImpl::check_local_routing(std::span<const std::size_t> recv_cou
                               "above its max_rows_out = {}",
                               rows, s, max_out_of[s]));
   }
+  // run_layer: the rows this rank dispatches to owner o must fit o's max_rows_in (its input slot
+  // for this rank) before any header says what o expects.
+  if (layer)
+    for (int o = 0; o < p; ++o) {
+      std::size_t rows = 0;
+      for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g)
+        rows += send_counts[g];
+      if (rows > max_in_of[o])
+        throw Error(ErrorCode::Mismatch,
+                    fmt::format("GemmAllToAll: this rank routes {} rows to rank {}'s experts, "
+                                "above its max_rows_in = {}",
+                                rows, o, max_in_of[o]));
+    }
 }
 
 void GemmAllToAllImpl::derive_routing(std::span<const std::size_t> recv_counts,
-                                      std::span<const std::size_t> send_counts) {
+                                      std::span<const std::size_t> send_counts, bool layer) {
   const int p = topo.size;
   const std::size_t ng = experts(), ne = local_experts;
   route.send_counts.assign(send_counts.begin(), send_counts.end());
@@ -153,6 +183,15 @@ void GemmAllToAllImpl::derive_routing(std::span<const std::size_t> recv_counts,
     }
   route.rows_in = route.x_row[ne * p];
   route.rows_out = route.y_row[ng];
+  if (!layer) return;
+  // run_layer's unfused modes receive the dispatch source by source (x_in): block (e, s) follows
+  // the blocks of s's rows for this rank's earlier experts.
+  std::size_t row = 0;
+  for (int s = 0; s < p; ++s)
+    for (std::size_t e = 0; e < ne; ++e) {
+      route.x_row[e * p + s] = row;
+      row += recv_counts[e * p + s];
+    }
 }
 
 // The header of a pair (me, peer), one count per expert either of them owns: first, for each of

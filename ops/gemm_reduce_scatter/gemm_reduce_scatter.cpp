@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "collectives/algorithm.hpp"
 #include "ops/common/op_util.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
 #include "tilecomm/bench_hooks.hpp"
@@ -94,8 +95,13 @@ void GemmReduceScatterImpl::compute_chunk_tile(const float* a, std::size_t c, st
 
 void GemmReduceScatterImpl::reduce_scatter_chunk(float* y, std::size_t c, std::size_t chunks) {
   const std::size_t lo = chunk_row0(c, chunks), rows = chunk_row0(c + 1, chunks) - lo;
+  // The fused mode reduces in ReduceOrder::Canonical; so does this, unless the user forced a
+  // ReduceScatter algorithm (OpOptions::algorithm or TILECOMM_REDUCE_SCATTER): then its order.
+  const bool forced =
+      !ctx.options.algorithm.empty() || !algorithm_override(Collective::ReduceScatter).empty();
   reduce_scatter(ctx.communicator, partial.data() + topo.size * lo * n, y + lo * n, rows * n,
-                 DataType::Float32, ReduceOp::Sum, {ctx.options.algorithm});
+                 DataType::Float32, ReduceOp::Sum,
+                 {ctx.options.algorithm, forced ? ReduceOrder::Any : ReduceOrder::Canonical});
 }
 
 void GemmReduceScatterImpl::run_unfused(const float* a, float* y, std::size_t chunks, bool shaped) {

@@ -17,8 +17,9 @@
 
 namespace tilecomm::kernels {
 
-/// Rows ahead of the current index whose cache lines the vector paths prefetch (measured with
-/// bench/kernels/kernel_perf; docs/kernels.md).
+/// Indices ahead of the current one whose row the vector paths prefetch, one prefetch per cache
+/// line of the pass's columns issued with that line's load (FBGEMM's distance and scheme;
+/// bench/kernels/pool_vs_torch.py, docs/kernels.md).
 inline constexpr std::size_t kPrefetchRowsAhead = 16;
 
 /// The bags one call pools. Bag g (bag0 <= g < bag1) holds indices[offsets[g] .. offsets[g+1]);
@@ -37,7 +38,8 @@ struct PoolJob {
   float* dst = nullptr;
   std::size_t stride = 0;  ///< floats between consecutive bags' outputs
   /// Vector paths: prefetch the row this many indices ahead (within [offsets[bag0],
-  /// offsets[bag1])); 0 = none. Only speed depends on it, never the result.
+  /// offsets[bag1]): past the call's last index a row prefetches itself; indices past the call
+  /// are never read); 0 = no look-ahead. Only speed depends on it, never the result.
   std::size_t prefetch = kPrefetchRowsAhead;
 };
 

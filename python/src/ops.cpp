@@ -407,6 +407,54 @@ view, raises tilecomm.Error(InvalidArgument). Never use it after close().
   add_lifetime(cls);
 }
 
+// Every local expert's weights, float32 [k, n] each (kept alive in `keep`).
+std::vector<const float*> gemm_weights(PyGemm& self, py::handle weights_obj,
+                                       const std::string& what, std::vector<py::array>& keep) {
+  auto w_items = items(weights_obj, self.get().local_experts(), what);
+  std::vector<const float*> weights;
+  for (std::size_t e = 0; e < w_items.size(); ++e) {
+    const std::string name = what + "[" + std::to_string(e) + "]";
+    auto w = typed_array<float>(w_items[e], name, false);
+    require_shape(w, {self.dims[0], self.dims[1]}, name);
+    weights.push_back(w.data());
+    keep.push_back(w);
+  }
+  return weights;
+}
+
+// GemmAllToAll.run (x: dispatched rows, grouped by local expert then source) and run_layer (x:
+// this rank's routed tokens, grouped by global expert): the same checks, x's rows differ.
+py::object gemm_call(PyGemm& self, py::handle weights_obj, py::handle x_obj, py::handle recv_obj,
+                     py::handle send_obj, py::object y_obj, const std::string& mode, bool layer) {
+  const std::string fn =
+      layer ? "tilecomm.GemmAllToAll.run_layer: " : "tilecomm.GemmAllToAll.run: ";
+  std::vector<py::array> keep;
+  // None: the weights packed by set_weights().
+  const std::vector<const float*> weights =
+      weights_obj.is_none() ? std::vector<const float*>{}
+                            : gemm_weights(self, weights_obj, fn + "weights", keep);
+  const std::vector<std::size_t> recv = counts_from(recv_obj, fn + "recv_counts");
+  const std::vector<std::size_t> send = counts_from(send_obj, fn + "send_counts");
+  const std::size_t rows_in = std::accumulate(recv.begin(), recv.end(), std::size_t{0});
+  const std::size_t rows_out = std::accumulate(send.begin(), send.end(), std::size_t{0});
+  const std::string x_name = fn + (layer ? "tokens" : "x");
+  auto x = typed_array<float>(x_obj, x_name, false);
+  require_shape(x, {layer ? rows_out : rows_in, self.dims[0]}, x_name);
+  keep.push_back(x);
+  auto y = float_output(y_obj, {rows_out, self.dims[1]}, fn + "y");
+  require_disjoint(y, keep, fn + "y");
+  const Mode md = parse_mode(mode);
+  const float* xp = x.data();
+  float* yp = y.mutable_data();
+  self.run([&](GemmAllToAll& o) {
+    if (layer)
+      o.run_layer(weights, xp, recv, send, yp, md);
+    else
+      o.run(weights, xp, recv, send, yp, md);
+  });
+  return output_object(y_obj, y, is_tensor(x_obj));
+}
+
 void bind_gemm(py::module_& m) {
   py::class_<PyGemm, std::shared_ptr<PyGemm>> cls(m, "GemmAllToAll", R"doc(
 GEMM + All-to-All(v) (mixture-of-experts): this rank holds local_experts experts W_e [k x n];
@@ -439,39 +487,41 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
           "run",
           [](PyGemm& self, py::handle weights_obj, py::handle x_obj, py::handle recv_obj,
              py::handle send_obj, py::object y_obj, const std::string& mode) {
-            const std::string fn = "tilecomm.GemmAllToAll.run: ";
-            GemmAllToAll& op = self.get();
-            auto w_items = items(weights_obj, op.local_experts(), fn + "weights");
-            std::vector<py::array> keep;
-            std::vector<const float*> weights;
-            for (std::size_t e = 0; e < w_items.size(); ++e) {
-              const std::string what = fn + "weights[" + std::to_string(e) + "]";
-              auto w = typed_array<float>(w_items[e], what, false);
-              require_shape(w, {self.dims[0], self.dims[1]}, what);
-              weights.push_back(w.data());
-              keep.push_back(w);
-            }
-            const std::vector<std::size_t> recv = counts_from(recv_obj, fn + "recv_counts");
-            const std::vector<std::size_t> send = counts_from(send_obj, fn + "send_counts");
-            const std::size_t rows_in = std::accumulate(recv.begin(), recv.end(), std::size_t{0});
-            const std::size_t rows_out = std::accumulate(send.begin(), send.end(), std::size_t{0});
-            auto x = typed_array<float>(x_obj, fn + "x", false);
-            require_shape(x, {rows_in, self.dims[0]}, fn + "x");
-            keep.push_back(x);
-            auto y = float_output(y_obj, {rows_out, self.dims[1]}, fn + "y");
-            require_disjoint(y, keep, fn + "y");
-            const Mode md = parse_mode(mode);
-            const float* xp = x.data();
-            float* yp = y.mutable_data();
-            self.run([&](GemmAllToAll& o) { o.run(weights, xp, recv, send, yp, md); });
-            return output_object(y_obj, y, is_tensor(x_obj));
+            return gemm_call(self, weights_obj, x_obj, recv_obj, send_obj, y_obj, mode, false);
           },
           py::arg("weights"), py::arg("x"), py::arg("recv_counts"), py::arg("send_counts"),
           py::arg("y") = py::none(), py::arg("mode") = "fused", R"doc(
-weights[e]: float32 [k, n] (local expert e). recv_counts[e*size + s]: rows this rank's expert e
+weights[e]: float32 [k, n] (local expert e), or None for set_weights()' packing. recv_counts[e*size + s]: rows this rank's expert e
 received from rank s; x: float32 [sum(recv_counts), k], grouped by local expert, then source rank.
 send_counts[g]: rows this rank routed to global expert g. y: float32 [sum(send_counts), n] or None
 (new array), grouped by global expert in order. Returns y.
+)doc")
+      .def(
+          "run_layer",
+          [](PyGemm& self, py::handle weights_obj, py::handle tokens_obj, py::handle recv_obj,
+             py::handle send_obj, py::object y_obj, const std::string& mode) {
+            return gemm_call(self, weights_obj, tokens_obj, recv_obj, send_obj, y_obj, mode, true);
+          },
+          py::arg("weights"), py::arg("tokens"), py::arg("recv_counts"), py::arg("send_counts"),
+          py::arg("y") = py::none(), py::arg("mode") = "fused", R"doc(
+The whole expert layer in one call: dispatch of this rank's routed tokens, the expert GEMMs and the
+return (C++ GemmAllToAll::run_layer; fused mode starts each expert's tiles as its rows arrive).
+tokens: float32 [sum(send_counts), k], the rows routed to global expert g grouped by g in order;
+y: float32 [sum(send_counts), n] or None, row i = row i of tokens times its expert's weights.
+recv_counts and send_counts as for run(). Returns y.
+)doc")
+      .def(
+          "set_weights",
+          [](PyGemm& self, py::handle weights_obj) {
+            std::vector<py::array> keep;
+            const auto weights =
+                gemm_weights(self, weights_obj, "tilecomm.GemmAllToAll.set_weights: weights", keep);
+            self.run([&](GemmAllToAll& o) { o.set_weights(weights); });
+          },
+          py::arg("weights"), R"doc(
+Packs the local experts' weights (float32 [k, n] each) once: run() and run_layer() with
+weights=None then use them instead of packing per call. For weights that do not change; call again
+after changing them. A call that passes weights ends this packing.
 )doc")
       .def_property_readonly("num_experts", [](const PyGemm& p) { return p.get().num_experts(); })
       .def_property_readonly("first_expert", [](const PyGemm& p) { return p.get().first_expert(); })
@@ -479,6 +529,9 @@ send_counts[g]: rows this rank routed to global expert g. y: float32 [sum(send_c
                              [](const PyGemm& p) { return p.get().local_experts(); })
       .def_property_readonly(
           "auto_choice", [](const PyGemm& p) { return auto_choice_object(p.get().auto_choice()); })
+      .def_property_readonly(
+          "layer_auto_choice",
+          [](const PyGemm& p) { return auto_choice_object(p.get().layer_auto_choice()); })
       .def_property_readonly("tile_rows", [](const PyGemm& p) { return p.get().tile_rows(); })
       .def_property_readonly("tile_cols", [](const PyGemm& p) { return p.get().tile_cols(); })
       .def_property_readonly("k", [](const PyGemm& p) { return p.dims[0]; })

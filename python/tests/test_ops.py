@@ -375,6 +375,18 @@ def test_gemm_alltoall(comm, device, mode, k, n, tile):
             y = op.run(weights, x, recv_counts, send_counts, mode=mode)
             assert y.shape == (sum(send_counts), n)
             np.testing.assert_array_equal(y, ref, err_msg=f"call {call}")
+            # the whole layer from this rank's routed tokens (dispatch inside the call)
+            tokens = np.concatenate(mine).astype(np.float32).reshape(-1, k)
+            y2 = op.run_layer(weights, tokens, recv_counts, send_counts, mode=mode)
+            np.testing.assert_array_equal(y2, ref, err_msg=f"run_layer call {call}")
+            # weights packed once (set_weights), then calls without them
+            op.set_weights(weights)
+            np.testing.assert_array_equal(op.run(None, x, recv_counts, send_counts, mode=mode), ref)
+            np.testing.assert_array_equal(
+                op.run_layer(None, tokens, recv_counts, send_counts, mode=mode), ref)
+            with pytest.raises(ValueError, match="run_layer: tokens"):
+                op.run_layer(weights, x[:0] if len(tokens) else np.zeros((1, k), np.float32),
+                             recv_counts, send_counts, mode=mode)
 
 
 def test_gemm_errors(comm, device):

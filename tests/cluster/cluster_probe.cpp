@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ struct RankInfo {
   std::uint64_t netns = 0;  // inode of /proc/self/ns/net
   int node = -1;            // TILECOMM_CLUSTER_NODE (set by cluster.sh), -1 if unset
   int shared_size = 0;      // size of MPI_COMM_TYPE_SHARED communicator
+  std::uint64_t cpus = 0;   // the first 64 CPUs of this rank's affinity mask, one bit each
   char host[64] = {};
   char addr[INET_ADDRSTRLEN] = {};
 };
@@ -110,6 +112,11 @@ int main(int argc, char** argv) {
   if (stat("/proc/self/ns/net", &st) == 0) me.netns = st.st_ino;
   me.node = static_cast<int>(env_long("TILECOMM_CLUSTER_NODE", -1));
   gethostname(me.host, sizeof me.host - 1);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+    for (int c = 0; c < 64; ++c)
+      if (CPU_ISSET(c, &mask)) me.cpus |= std::uint64_t{1} << c;
   first_ipv4(me.addr, sizeof me.addr);
   MPI_Comm shared;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
@@ -125,8 +132,9 @@ int main(int argc, char** argv) {
                 rpn);
     for (int r = 0; r < size; ++r) {
       const RankInfo& x = all[static_cast<std::size_t>(r)];
-      std::printf("  rank %d: host %s node %d netns %llu addr %s shared-comm size %d\n", r, x.host,
-                  x.node, static_cast<unsigned long long>(x.netns), x.addr, x.shared_size);
+      std::printf("  rank %d: host %s node %d netns %llu addr %s shared-comm size %d cpus 0x%llx\n",
+                  r, x.host, x.node, static_cast<unsigned long long>(x.netns), x.addr,
+                  x.shared_size, static_cast<unsigned long long>(x.cpus));
     }
     // 2. Ranks on different emulated nodes must be in different network namespaces. Without
     // cluster.sh's environment we only demand that rank 0 and the last rank differ.
@@ -152,6 +160,25 @@ int main(int argc, char** argv) {
               a.shared_size, rpn);
           ok = 0;
         }
+      }
+      // 2b. cluster.sh --cpus split: a node's ranks share one CPU set, other nodes' sets are
+      // disjoint from it (each emulated node has its own cores).
+      const char* cpus_mode = std::getenv("TILECOMM_CLUSTER_CPUS");
+      if (cpus_mode && std::string(cpus_mode) == "split") {
+        for (int r = 0; r < size; ++r)
+          for (int s = r + 1; s < size; ++s) {
+            const RankInfo& a = all[static_cast<std::size_t>(r)];
+            const RankInfo& b = all[static_cast<std::size_t>(s)];
+            const bool ok_pair = a.node == b.node ? a.cpus == b.cpus : (a.cpus & b.cpus) == 0;
+            if (!ok_pair || a.cpus == 0) {
+              std::fprintf(stderr,
+                           "cluster_probe: FAIL: --cpus split: ranks %d (node %d, cpus 0x%llx) "
+                           "and %d (node %d, cpus 0x%llx)\n",
+                           r, a.node, static_cast<unsigned long long>(a.cpus), s, b.node,
+                           static_cast<unsigned long long>(b.cpus));
+              ok = 0;
+            }
+          }
       }
       if (all[0].netns == all[static_cast<std::size_t>(size - 1)].netns)
         fail("rank 0 and the last rank share a network namespace: not on different emulated nodes");

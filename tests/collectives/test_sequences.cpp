@@ -384,6 +384,44 @@ TEST(ReduceOrder, CanonicalIsTheSameBitsForEveryAlgorithmThatKeepsIt) {
   }
 }
 
+// ReduceScatter in ReduceOrder::Canonical: this rank's block of the canonical fold, bitwise, from
+// every algorithm that keeps the order (shm on one node, hierarchical anywhere) and from auto.
+TEST(ReduceOrder, CanonicalReduceScatterIsTheFoldOfThisRanksBlock) {
+  const int p = world_size(), r = world_rank();
+  for (std::size_t n : {std::size_t{1}, std::size_t{13}, std::size_t{40003}}) {
+    std::mt19937 rng(99 + 31 * r + static_cast<unsigned>(n));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const std::size_t total = n * p;
+    std::vector<float> send(total), all(total * p);
+    for (float& v : send)
+      v = dist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);
+    MPI_Allgather(send.data(), static_cast<int>(total), MPI_FLOAT, all.data(),
+                  static_cast<int>(total), MPI_FLOAT, MPI_COMM_WORLD);
+    const std::vector<float> fold = canonical_fold(all, total);
+    int ran = 0;
+    for (const std::string& algo : auto_and_names(Collective::ReduceScatter)) {
+      CollectiveOptions o;
+      if (algo != "auto") o.algorithm = algo;
+      o.order = ReduceOrder::Canonical;
+      std::vector<float> got(n, -7.0f);
+      try {
+        reduce_scatter(comm(), send.data(), got.data(), n, DataType::Float32, ReduceOp::Sum, o);
+      } catch (const Error& e) {
+        const bool keeps = algo == "auto" || algo == "shm" || algo == "hierarchical";
+        EXPECT_EQ(e.code(), keeps ? ErrorCode::NotSupported : ErrorCode::InvalidArgument)
+            << algo << ": " << e.what();
+        EXPECT_NE(algo, "auto") << "auto must always find a canonical algorithm: " << e.what();
+        EXPECT_NE(algo, "hierarchical") << "hierarchical runs on any layout: " << e.what();
+        continue;
+      }
+      ++ran;
+      EXPECT_EQ(count_wrong(got.data(), fold.data() + r * n, n, sizeof(float)), 0)
+          << "reduce_scatter(" << algo << ", Canonical) n=" << n;
+    }
+    EXPECT_GE(ran, 2) << "auto and hierarchical at least";
+  }
+}
+
 TEST(ReduceOrder, IntegersAndNonReducingCollectivesIgnoreIt) {
   // Integer sums wrap, so every order gives the same bits: any algorithm may run.
   const int p = world_size();

@@ -33,10 +33,11 @@ struct MoeExperts {
 /// One GemmAllToAll call seen from rank `me`: cnt(s, g) rows go from source s to global expert g,
 /// token row i of that pair holds X(s, g, i, kk). `x`/`recv` are what this rank's experts receive
 /// (grouped by local expert, then source), `send` what it routes out, `ref` its expected output:
-/// the plain-loop product with W(g, kk, j), exact for small-integer inputs.
+/// the plain-loop product with W(g, kk, j), exact for small-integer inputs. `tokens`: the rows
+/// this rank routes out, grouped by global expert (run_layer's input; row i gives ref's row i).
 struct MoeCall {
   std::vector<std::size_t> recv, send;
-  std::vector<float> x, ref;
+  std::vector<float> x, ref, tokens;
 };
 template <class Cnt, class Xf, class Wf>
 MoeCall make_moe_call(const MoeExperts& ex, int p, int me, std::size_t k, std::size_t n, Cnt cnt,
@@ -54,6 +55,9 @@ MoeCall make_moe_call(const MoeExperts& ex, int p, int me, std::size_t k, std::s
     }
   for (std::size_t g = 0; g < ex.total(); ++g) {
     c.send[g] = cnt(me, g);
+    for (std::size_t i = 0; i < c.send[g]; ++i)
+      for (std::size_t kk = 0; kk < k; ++kk)
+        c.tokens.push_back(X(me, g, i, kk));
     for (std::size_t i = 0; i < c.send[g]; ++i)
       for (std::size_t j = 0; j < n; ++j) {
         float acc = 0.0f;

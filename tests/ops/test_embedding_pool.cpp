@@ -3,7 +3,10 @@
 // keep the reference's order of additions and separate multiply / add); the reference itself
 // against a plain loop; tails, empty bags, weights, mean, bfloat16 rows, output stride.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -167,6 +170,119 @@ TEST(EmbeddingPool, EmptyRangeAndAllEmptyBags) {
     embedding_pool_for(isa).f32(table.data(), job);
     EXPECT_EQ(out, std::vector<float>(100, 0.0f)) << tilecomm::to_string(isa);
   }
+}
+
+/// A job over bags [0, n) of `b` into `out` (stride dim + 1).
+PoolJob job_for(const Bags& b, std::size_t n, std::size_t dim, bool weighted, bool mean,
+                std::size_t prefetch, std::vector<float>& out) {
+  out.assign(n * (dim + 1), -7.5f);
+  PoolJob job;
+  job.indices = b.indices.data();
+  job.offsets = b.offsets.data();
+  job.weights = weighted ? b.weights.data() : nullptr;
+  job.bag0 = 0;
+  job.bag1 = n;
+  job.dim = dim;
+  job.mean = mean;
+  job.dst = out.data();
+  job.stride = dim + 1;
+  job.prefetch = prefetch;
+  return job;
+}
+
+TEST(EmbeddingPool, FewBagsEmptyBagsBetweenFullOnesAndEveryPrefetchDistance) {
+  // Calls of 1, 2, 3, 5 bags (odd counts, a lone last bag), empty bags between full ones and at
+  // either end, dims of one pass, several passes and passes plus a tail; prefetch distances from
+  // none to past every index of the call (the look-ahead then stops at the call's last index).
+  std::mt19937 rng(99);
+  const std::size_t rows = 300;
+  for (std::size_t dim : {8, 64, 72, 128, 136, 264}) {
+    std::vector<float> t32(rows * dim);
+    std::vector<std::uint16_t> t16(rows * dim);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (std::size_t i = 0; i < t32.size(); ++i) {
+      t32[i] = value(rng);
+      t16[i] = tilecomm::bfloat16(value(rng)).bits;
+    }
+    for (std::size_t n : {1, 2, 3, 5}) {
+      for (int layout = 0; layout < 3; ++layout) {
+        // layout 0: every bag full; 1: even bags empty; 2: odd bags empty.
+        Bags b(0, rows, 0, rng);
+        std::uniform_int_distribution<std::int64_t> index(0, static_cast<std::int64_t>(rows) - 1);
+        std::uniform_real_distribution<float> weight(-2.0f, 2.0f);
+        for (std::size_t g = 0; g < n; ++g) {
+          const bool empty = (layout == 1 && g % 2 == 0) || (layout == 2 && g % 2 == 1);
+          const std::size_t size = empty ? 0 : 1 + (g * 7 + dim) % 23;
+          for (std::size_t j = 0; j < size; ++j) {
+            b.indices.push_back(index(rng));
+            b.weights.push_back(weight(rng));
+          }
+          b.offsets.push_back(static_cast<std::int64_t>(b.indices.size()));
+        }
+        for (int mode = 0; mode < 8; ++mode) {
+          const bool weighted = (mode & 1) != 0, mean = (mode & 2) != 0, bf16 = (mode & 4) != 0;
+          std::vector<float> ref, got;
+          const PoolJob rj = job_for(b, n, dim, weighted, mean, 0, ref);
+          if (bf16)
+            embedding_pool_for(Isa::Scalar).bf16(t16.data(), rj);
+          else
+            embedding_pool_for(Isa::Scalar).f32(t32.data(), rj);
+          for (Isa isa : runnable())
+            for (std::size_t prefetch : {0, 1, 2, 16, 64, 100000}) {
+              const PoolJob job = job_for(b, n, dim, weighted, mean, prefetch, got);
+              if (bf16)
+                embedding_pool_for(isa).bf16(t16.data(), job);
+              else
+                embedding_pool_for(isa).f32(t32.data(), job);
+              EXPECT_TRUE(same_bits(ref, got))
+                  << "dim " << dim << " bags " << n << " layout " << layout << " mode " << mode
+                  << " isa " << tilecomm::to_string(isa) << " prefetch " << prefetch;
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST(EmbeddingPool, LookAheadNeverReadsIndicesPastTheCall) {
+  // The call's indices end right before a page the process may not read: a look-ahead that read
+  // indices[offsets[bag1]] or beyond would fault. Bags [1, 4) of 4; bag 3 is empty, so the call's
+  // last index is bag 2's.
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  const std::size_t count = 12, dim = 64, rows = 10;
+  auto* indices = reinterpret_cast<std::int64_t*>(static_cast<char*>(mem) + page) - count;
+  for (std::size_t j = 0; j < count; ++j)
+    indices[j] = static_cast<std::int64_t>((j * 7) % rows);
+  const std::vector<std::int64_t> offsets{0, 2, 7, 12, 12};
+  std::vector<float> table(rows * dim);
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<float>(i % 13);  // small integers: exact sums
+  for (Isa isa : runnable())
+    for (std::size_t prefetch : {1, 5, 16, 1000}) {
+      std::vector<float> out(3 * dim, -1.0f);
+      PoolJob job;
+      job.indices = indices;
+      job.offsets = offsets.data();
+      job.bag0 = 1;
+      job.bag1 = 4;
+      job.dim = dim;
+      job.dst = out.data();
+      job.stride = dim;
+      job.prefetch = prefetch;
+      embedding_pool_for(isa).f32(table.data(), job);
+      for (std::size_t g = 1; g < 4; ++g)
+        for (std::size_t d = 0; d < dim; ++d) {
+          float want = 0.0f;
+          for (auto j = offsets[g]; j < offsets[g + 1]; ++j)
+            want += table[static_cast<std::size_t>(indices[j]) * dim + d];
+          ASSERT_EQ(out[(g - 1) * dim + d], want)
+              << "bag " << g << " column " << d << " isa " << tilecomm::to_string(isa);
+        }
+    }
+  munmap(mem, 2 * page);
 }
 
 TEST(EmbeddingPool, DispatchFollowsActiveIsa) {

@@ -2,7 +2,9 @@
 // MPI send while compute tiles are still being produced — it would fail if fused mode computed
 // everything first and communicated after (a sequential path under another name).
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "ops_test_util.hpp"
 
@@ -60,6 +62,37 @@ TEST(FusedOverlap, GemmReduceScatterSendsBeforeItsComputeEnds) {
   const auto [first_send, last_store] = first_and_last(dev.tracer(), "send posted", "tile stored");
   EXPECT_LT(first_send, last_store) << "the first send left after the last tile was computed";
   EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
+}
+
+// GemmAllToAll::run_layer (dispatch fused too): a rank computes the tiles of its own rows while a
+// peer's rows are still to come. The last rank starts its call 200 ms late; rank 0 must have
+// computed a tile before that peer's dispatched rows arrived (it would not if the fused layer
+// waited for the whole dispatch before computing, as the unfused modes do).
+TEST(FusedOverlap, GemmLayerComputesBeforeItsInputsArrive) {
+  Communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size(), me = comm.rank();
+  if (comm.num_nodes() == 1) GTEST_SKIP() << "needs ranks on other (pretend) nodes";
+  Device dev(traced());
+  const std::size_t k = 64, n = 32, rows = 96;  // every rank routes `rows` rows to every expert
+  GemmAllToAll op(comm, dev, 1, k, n, rows * p, rows * p);
+  std::vector<std::size_t> recv(p, rows), send(p, rows);
+  std::vector<float> tokens(rows * p * k, 1.0f), w(k * n, 1.0f), y(rows * p * n);
+  const std::vector<const float*> wp{w.data()};
+  op.run_layer(wp, tokens.data(), recv, send, y.data(), Mode::Fused);  // warm-up
+  comm.barrier();
+  dev.tracer().clear();
+  if (me == p - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  op.run_layer(wp, tokens.data(), recv, send, y.data(), Mode::Fused);
+  EXPECT_EQ(y[0], static_cast<float>(k));
+  if (me != 0 || comm.node_of(p - 1) == comm.node_of(0)) return;
+  double first_computed = std::numeric_limits<double>::infinity(), last_input = 0;
+  for (const TraceEvent& e : dev.tracer().events()) {
+    if (e.phase != 'i') continue;
+    if (e.name == "tile computed") first_computed = std::min(first_computed, e.ts_us);
+    if (e.name == "tile received" && e.peer == p - 1) last_input = std::max(last_input, e.ts_us);
+  }
+  EXPECT_LT(first_computed, last_input - 100e3)
+      << "rank 0 computed its own rows' first tile only after the late rank's rows arrived";
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
       return small_int(s + g * 3 + i * 7 + kk * 13 + call);
     };
     const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
-    const auto& [recv, send, x, ref] = c;
+    const auto& [recv, send, x, ref, tokens] = c;
     for (Mode mode : kModes) {
       std::vector<float> y(ref.size(), -555.0f);
       straggler.before_call();
@@ -51,6 +51,179 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
       EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " call " << call << " n " << n;
     }
   }
+}
+
+// run_layer (dispatch + GEMM + return in one call) against the same reference, every mode and
+// Auto, alternating with run() on the same context (they share the epochs, inboxes and flags),
+// with stragglers; the weights change in place between calls.
+// `scale` multiplies every row count (large inputs: a tile that read its rows before they had
+// fully arrived would see the previous call's or zeros).
+void check_layer(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls,
+                 std::size_t tile = 0, OpOptions opt = {}, std::size_t scale = 1) {
+  const int p = comm.size(), me = comm.rank();
+  const MoeExperts ex(p, experts_of);
+  int call = 0;
+  auto W = [&call](std::size_t g, std::size_t i, std::size_t j) {
+    return small_int(g * 7 + i * 5 + j * 3 + call);
+  };
+  opt.tile = tile;
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 2 * 18 * scale * p, 18 * scale * ex.total(),
+                  opt);
+  auto w = ex.weights(me, k, n, W);
+  const auto wp = pointers(w);
+  Straggler straggler(dev, 11u + me);
+  for (call = 0; call < calls; ++call) {
+    const auto now = ex.weights(me, k, n, W);
+    for (std::size_t e = 0; e < w.size(); ++e)
+      std::copy(now[e].begin(), now[e].end(), w[e].begin());
+    auto cnt = [&](int s, std::size_t g) {
+      return static_cast<std::size_t>((s * 5 + g * 11 + call * 3) % 19) *
+             ((g + 2 * s + call) % 3 != 0);
+    };
+    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
+      return small_int(s * 3 + g + i * 5 + kk * 7 + call);
+    };
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    for (Mode mode : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto}) {
+      for (int which = 0; which < 2; ++which) {  // run_layer, then run() on the same context
+        std::vector<float> y(c.ref.size(), -555.0f);
+        straggler.before_call();
+        if (which == 0)
+          op.run_layer(wp, c.tokens.data(), c.recv, c.send, y.data(), mode);
+        else
+          op.run(wp, c.x.data(), c.recv, c.send, y.data(), mode);
+        straggler.after_call();
+        int wrong = 0;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          wrong += y[i] != c.ref[i];
+        EXPECT_EQ(wrong, 0) << (which == 0 ? "run_layer" : "run") << " mode " << to_string(mode)
+                            << " call " << call << " k " << k << " n " << n;
+      }
+    }
+  }
+  // One Auto call of each kind per call: settled after a warm-up round and auto_rounds rounds of
+  // 3 modes each, on every rank alike, separately for run_layer and run.
+  if (calls >= 3 + 3 * opt.auto_rounds) {
+    for (const auto& choice : {op.layer_auto_choice(), op.auto_choice()}) {
+      ASSERT_TRUE(choice.has_value());
+      int mine = static_cast<int>(*choice), lo = 0, hi = 0;
+      MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      EXPECT_EQ(lo, hi);
+    }
+  } else {
+    EXPECT_FALSE(op.layer_auto_choice().has_value());
+  }
+}
+
+TEST(GemmAllToAll, LayerMatchesReferenceInEveryMode) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_layer(comm, dev, 12, 40, 3);
+  check_layer(comm, dev, 5, 270, 2, 4);  // two column blocks, small row tiles
+}
+
+// Inputs of ~0.5-1 MB per (source, expert) block: copies and MPI messages that take a while, so a
+// tile that did not wait for its rows' flag would read a partly written input half (the per-call
+// header, sent after the inputs, arrives long before them across nodes).
+TEST(GemmAllToAll, LayerWaitsForLargeInputs) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_layer(comm, dev, 512, 8, 3, 64, {}, 24);
+}
+
+// Auto settles for run_layer on its own trials, apart from run()'s, on every rank alike.
+TEST(GemmAllToAll, LayerAutoSettlesApartFromRun) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  OpOptions opt;
+  opt.auto_rounds = 1;
+  check_layer(comm, dev, 8, 16, 7, 0, opt);  // 7 Auto calls of each kind: 3 warm-up + 3 trials
+}
+
+// run_layer's own argument check: rows routed to an owner above its max_rows_in.
+TEST(GemmAllToAll, LayerRejectsRowsAboveAnOwnersCapacity) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  GemmAllToAll op(comm, dev, 1, 4, 4, 10, 50);  // every rank: 1 expert, at most 10 rows in
+  std::vector<std::size_t> recv(p, 0), send(op.num_experts(), 0);
+  send[0] = 11;  // 11 rows to rank 0's expert, above its max_rows_in
+  std::vector<float> tokens(11 * 4), y(11 * 4), w(16);
+  const std::vector<const float*> wp{w.data()};
+  if (me == 0) recv[0] = 11;  // this rank's own row count must match (else another Mismatch)
+  for (Mode mode : kModes) {
+    try {
+      op.run_layer(wp, tokens.data(), recv, send, y.data(), mode);
+      ADD_FAILURE() << "no error in mode " << to_string(mode);
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.code() == ErrorCode::Mismatch || e.code() == ErrorCode::InvalidArgument)
+          << e.what();
+    }
+  }
+  std::vector<std::size_t> no_recv(p, 0);
+  try {
+    op.run_layer(wp, nullptr, no_recv, std::vector<std::size_t>(op.num_experts(), 1), y.data(),
+                 Mode::Sequential);
+    ADD_FAILURE() << "no error for null tokens";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokens is null"), std::string::npos) << e.what();
+  }
+}
+
+// set_weights(): the weights packed once; calls without weights (run and run_layer, every mode)
+// use them, even after the caller's buffers change; a call with weights ends that packing.
+TEST(GemmAllToAll, WeightsPackedOnceServeLaterCalls) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  const MoeExperts ex(p, experts_of);
+  const std::size_t k = 9, n = 20;
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) { return small_int(g * 3 + i + j * 5); };
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 500, 500);
+  auto w = ex.weights(me, k, n, W);
+  op.set_weights(pointers(w));
+  for (auto& v : w)  // the caller's buffers change: the packed weights must not
+    std::fill(v.begin(), v.end(), 99.0f);
+  for (int call = 0; call < 2; ++call) {
+    auto cnt = [&](int s, std::size_t g) {
+      return static_cast<std::size_t>((s + 2 * g + call) % 5);
+    };
+    auto X = [&](int s, std::size_t g, std::size_t i, std::size_t kk) {
+      return small_int(s + g + i * 3 + kk * 7 + call);
+    };
+    const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
+    for (Mode mode : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto})
+      for (int layer = 0; layer < 2; ++layer) {
+        std::vector<float> y(c.ref.size(), -1.0f);
+        if (layer)
+          op.run_layer(c.tokens.data(), c.recv, c.send, y.data(), mode);
+        else
+          op.run(c.x.data(), c.recv, c.send, y.data(), mode);
+        int wrong = 0;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          wrong += y[i] != c.ref[i];
+        EXPECT_EQ(wrong, 0) << (layer ? "run_layer" : "run") << " mode " << to_string(mode)
+                            << " call " << call;
+      }
+  }
+  // A call with weights packs them itself and ends set_weights()' packing.
+  const MoeCall c = make_moe_call(
+      ex, p, me, k, n, [](int, std::size_t) { return std::size_t{1}; },
+      [](int, std::size_t, std::size_t, std::size_t) { return 1.0f; }, W);
+  std::vector<float> y(c.ref.size());
+  const auto fresh = ex.weights(me, k, n, W);
+  op.run(pointers(fresh), c.x.data(), c.recv, c.send, y.data(), Mode::Sequential);
+  EXPECT_EQ(y, c.ref);
+  try {
+    op.run(c.x.data(), c.recv, c.send, y.data(), Mode::Sequential);
+    ADD_FAILURE() << "no error for a call without weights after a call with them";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set_weights"), std::string::npos) << e.what();
+  }
+  std::vector<const float*> one_short(experts_of(me) - 1, fresh[0].data());
+  EXPECT_THROW(op.set_weights(one_short), Error);
 }
 
 TEST(GemmAllToAll, MatchesReferenceInEveryMode) {

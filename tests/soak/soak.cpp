@@ -148,7 +148,7 @@ struct GemmCase {
     const auto w = ex.weights(me, k, n, W);
     const auto wp = pointers(w);
     const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
-    const auto& [recv, send, x, ref] = c;
+    const auto& [recv, send, x, ref, tokens] = c;
     std::vector<float> y(ref.size(), -7.0f);
     op->run(wp, x.data(), recv, send, y.data(), mode);
     long wrong = 0;

@@ -237,9 +237,9 @@ class MoEExperts(torch.nn.Module):
     """Expert-parallel experts y_t = x_t W_{e(t)} (W_e [hidden, out_features]; top-1 routing):
     num_experts experts numbered globally, consecutive per rank (nearly equal counts).
     forward(x, expert): x [tokens, hidden] float32 and expert [tokens] (global expert of each token)
-    on every rank (tokens may differ per rank). The tokens are dispatched to their experts' ranks
-    (tilecomm.alltoallv; the counts are exchanged first with an allgather), every expert computes
-    and GemmAllToAll returns each result row to its token's rank. Returns [tokens, out_features]
+    on every rank (tokens may differ per rank). The counts are exchanged with an allgather, then one
+    GemmAllToAll.run_layer call dispatches the tokens to their experts' ranks, computes, and returns
+    each result row to its token's rank. Returns [tokens, out_features]
     in the tokens' order. max_tokens bounds the rows a rank sends or receives per call."""
 
     def __init__(self, num_experts, hidden, out_features, max_tokens, comm=None, device=None,
@@ -292,25 +292,11 @@ class MoEExperts(torch.nn.Module):
             raise tilecomm.Error(f"MoEExperts: this rank's experts receive "
                                  f"{int(counts[:, lo:hi].sum())} rows > max_tokens "
                                  f"{self.max_tokens}")
-        # Dispatch: rank q gets the rows for its experts, grouped by source, then expert.
-        rows_to = [int(counts[me, b:e].sum()) for b, e in self.bounds]
-        rows_from = [int(counts[s, lo:hi].sum()) for s in range(p)]
-        recv = torch.empty(sum(rows_from), self.hidden)
-        k = self.hidden
-        tilecomm.alltoallv(self.comm, xs.view(-1).numpy(), [r * k for r in rows_to],
-                           recv.view(-1).numpy(), [r * k for r in rows_from])
-        # GemmAllToAll wants them grouped by local expert, then source rank.
-        blocks, at = {}, 0
-        for s in range(p):
-            for e in range(lo, hi):
-                c = int(counts[s, e])
-                blocks[(e, s)] = recv[at:at + c]
-                at += c
-        grouped = torch.cat([blocks[(e, s)] for e in range(lo, hi) for s in range(p)]) \
-            if hi > lo and recv.shape[0] else torch.empty(0, k)
+        # Dispatch, expert GEMMs and return in one call (GemmAllToAll.run_layer: in fused mode each
+        # expert's tiles start as its rows arrive).
         recv_counts = [int(counts[s, e]) for e in range(lo, hi) for s in range(p)]
-        y_sorted = self.op.run([w.detach() for w in self.weights], grouped.contiguous(),
-                               recv_counts, send_counts.tolist(), None, self.mode)
+        y_sorted = self.op.run_layer([w.detach() for w in self.weights], xs, recv_counts,
+                                     send_counts.tolist(), None, self.mode)
         y = torch.empty(x.shape[0], self.out_features)
         y[order] = y_sorted
         return _forward_only("MoEExperts", y, x, *self.parameters())

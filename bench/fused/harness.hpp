@@ -1,0 +1,82 @@
+#pragma once
+// What fused_perf's two tables (--op, --workload) share: medians with [min, max], the timing of
+// one variant on every rank (wall time of the slowest rank, CPU time of the busiest node), and a
+// Chrome trace of one fused iteration merged from every rank.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cpu_time.hpp"
+#include "op_bench.hpp"
+
+namespace tilecomm::bench {
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+
+inline Stats stats_of(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+/// "median [min,max]" in the unit given (us: scale 1, ms: scale 1e-3).
+inline std::string cell(const Stats& st, double scale = 1, int digits = 0) {
+  return fmt::format("{:.{}f} [{:.{}f},{:.{}f}]", st.median * scale, digits, st.min * scale, digits,
+                     st.max * scale, digits);
+}
+
+struct Timing {
+  double wall = 0;  // us, the slowest rank
+  double cpu = 0;   // us of CPU, summed over a node's ranks (the busiest node)
+};
+
+/// Wall time of fn on the slowest rank and the CPU time it cost, microseconds. Collective.
+template <class Fn>
+Timing timed(const NodeCpu& node, Fn&& fn) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double c0 = process_cpu_us();
+  const double t0 = MPI_Wtime();
+  fn();
+  Timing t{(MPI_Wtime() - t0) * 1e6, process_cpu_us() - c0};
+  t.cpu = node.sum(t.cpu);
+  MPI_Allreduce(MPI_IN_PLACE, &t, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
+}
+
+/// One fused iteration of `variant` from every rank as a Chrome trace, merged on rank 0 into
+/// `path`. Collective.
+inline void write_fused_trace(Communicator& comm, Device& dev, OpBench& bench,
+                              const std::string& path, std::size_t variant = 0) {
+  dev.tracer().set_enabled(true);
+  dev.tracer().set_process(comm.rank(), fmt::format("rank {}", comm.rank()));
+  dev.tracer().clear();
+  bench.run(Mode::Fused, variant);
+  dev.tracer().set_enabled(false);
+  std::string mine = dev.tracer().to_chrome_json();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(comm.size()), displs(comm.size());
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < comm.size(); ++r)
+    displs[r] = total, total += lens[r];
+  std::string all(comm.rank() == 0 ? total : 0, '\0');
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  if (comm.rank() != 0) return;
+  nlohmann::json merged = {{"traceEvents", nlohmann::json::array()}, {"displayTimeUnit", "ns"}};
+  for (int r = 0; r < comm.size(); ++r) {
+    const nlohmann::json part = nlohmann::json::parse(all.substr(displs[r], lens[r]));
+    for (const auto& e : part["traceEvents"])
+      merged["traceEvents"].push_back(e);
+  }
+  std::ofstream(path) << merged.dump() << '\n';
+}
+
+}  // namespace tilecomm::bench
