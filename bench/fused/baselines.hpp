@@ -49,9 +49,10 @@ struct Tuned {
 
 /// Empty if collective `c` can run with `algorithm` here, else why not (the Error's message): the
 /// call (AllReduce, ReduceScatter: `bytes` of float32 per rank; All-to-Allv: one element per peer)
-/// on a throwaway Communicator over MPI_COMM_WORLD, because a collective that declines leaves its
-/// communicator unusable. The algorithms decline by topology and segment size (shm: one node),
-/// which the probe shares with the operator's call. Collective.
+/// on a throwaway Communicator over MPI_COMM_WORLD (a declined call inside an operator used to
+/// leave its context and communicator marked failed; it no longer does). The algorithms decline by
+/// topology and segment size (shm: one node), which the probe shares with the operator's call.
+/// Collective.
 std::string probe_algorithm(Collective c, std::size_t bytes, const std::string& algorithm);
 
 /// Adds every candidate as a variant of `bench` (a candidate naming an algorithm only if

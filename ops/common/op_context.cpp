@@ -147,9 +147,12 @@ void OpContext::note_failure(std::exception_ptr error) {
     std::rethrow_exception(error);
   } catch (const Error& e) {
     // Argument errors and mismatches raised before tiles move (every rank's in verify mode, this
-    // rank's own checks without it) leave the context usable; any error once they move does not.
-    if (tiles_moving_ || (e.code() != ErrorCode::InvalidArgument &&
-                          e.code() != ErrorCode::Mismatch && e.code() != ErrorCode::InvalidUsage))
+    // rank's own checks without it), and a collective algorithm that declines the call (chosen
+    // before it communicates, alike on every rank: e.g. OpOptions::algorithm = "shm" across
+    // nodes), leave the context usable; any error once tiles move does not.
+    if (tiles_moving_ ||
+        (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Mismatch &&
+         e.code() != ErrorCode::InvalidUsage && e.code() != ErrorCode::NotSupported))
       failure_ = e.what();
   } catch (const std::exception& e) {
     failure_ = e.what();
