@@ -17,7 +17,7 @@ target_compile_features(tilecomm_layer_settings INTERFACE cxx_std_20)
 target_compile_definitions(tilecomm_layer_settings INTERFACE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 target_include_directories(tilecomm_layer_settings INTERFACE ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(tilecomm_layer_settings INTERFACE
-  MPI::MPI_C Threads::Threads fmt::fmt nlohmann_json::nlohmann_json BLAS::BLAS)
+  MPI::MPI_C Threads::Threads fmt::fmt nlohmann_json::nlohmann_json BLAS::BLAS LAPACKE::LAPACKE)
 target_compile_options(tilecomm_layer_settings INTERFACE -Wall -Wextra -Wno-unused-parameter)
 
 # tilecomm_add_layer(<layer> [ABOVE <lower layer>])

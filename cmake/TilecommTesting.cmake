@@ -8,7 +8,10 @@ set(TILECOMM_MPIEXEC_FLAGS --oversubscribe --bind-to none --mca mpi_yield_when_i
 # docs/failure.md); measured at < 1.2 us per call at 8 B, np 2, and no change in suite time.
 option(TILECOMM_TEST_CHECK "Run the multi-rank tests with TILECOMM_CHECK=1" ON)
 set(TILECOMM_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    OPENBLAS_NUM_THREADS=1 TILECOMM_TIMEOUT_S=60)
+    OPENBLAS_NUM_THREADS=1 TILECOMM_TIMEOUT_S=60
+    # No calibrated profile from the user's environment or cache: Mode::Auto measures unless a
+    # test names a profile itself (docs/model.md).
+    TILECOMM_PROFILE= XDG_CACHE_HOME=${PROJECT_BINARY_DIR}/test-cache)
 if(TILECOMM_TEST_CHECK)
   list(APPEND TILECOMM_TEST_ENV TILECOMM_CHECK=1)
 endif()

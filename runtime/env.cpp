@@ -128,6 +128,11 @@ Env Env::parse(const Lookup& lookup) {
       bad("TILECOMM_ISA", *v, "one of: scalar, avx2, avx512");
     e.isa = *v;
   }
+  if (auto v = get("TILECOMM_PROFILE")) e.profile = *v;
+  if (auto v = get("XDG_CACHE_HOME"))
+    e.cache_home = *v;
+  else if (auto home = get("HOME"))
+    e.cache_home = *home + "/.cache";
   return e;
 }
 
@@ -161,6 +166,8 @@ std::vector<Env::Row> Env::describe() const {
       {"TILECOMM_SHM_BYTES", std::to_string(shm_bytes), "shared-memory segment per rank, bytes"},
       {"TILECOMM_CHECK", b(check), "fingerprint every call across ranks"},
       {"TILECOMM_ISA", s(isa), "cap the kernels' vector ISA: scalar, avx2, avx512"},
+      {"TILECOMM_PROFILE", profile.empty() ? "(default)" : profile,
+       "cost profile for Mode::Auto (tilecomm_calibrate); default: <cache>/tilecomm/profile-*"},
   };
 }
 

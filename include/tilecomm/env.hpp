@@ -45,6 +45,12 @@ struct Env {
   bool check = defaults::kCheck;
   /// TILECOMM_ISA: cap the kernels' vector ISA: scalar, avx2 or avx512 ("": the CPU's widest)
   std::string isa;
+  /// TILECOMM_PROFILE: the calibrated cost profile Mode::Auto reads ("": the default path under
+  /// cache_home, if that file exists; docs/model.md)
+  std::string profile;
+  /// The user's cache directory: XDG_CACHE_HOME, else $HOME/.cache ("" when neither is set). Not a
+  /// TILECOMM_* variable; the default profile lives in <cache_home>/tilecomm/.
+  std::string cache_home;
   /// Ranks the launcher started on this node (OMPI_COMM_WORLD_LOCAL_SIZE, or MPICH's
   /// MPI_LOCALNRANKS); 0 when not launched by one. Not a TILECOMM_* variable: a value that does not
   /// parse is ignored (treated as 0), never an error.

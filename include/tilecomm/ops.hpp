@@ -23,10 +23,17 @@ namespace detail {
 struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 }
 
-/// Auto: the context's first calls try sequential, shaped and fused in turn (one warm-up round,
-/// then OpOptions::auto_rounds measured rounds); then every rank settles on the same mode for good:
-/// the one with the lowest median of the slowest rank's call time, where a mode other than
-/// sequential must beat sequential by 5 % (noise margin). Settling costs one small AllReduce, once.
+/// Auto, with a cost profile (OpOptions::profile, TILECOMM_PROFILE or the default path; written by
+/// tilecomm_calibrate, docs/model.md): the first Auto call predicts each mode's time from the
+/// profile and agrees across ranks on the slowest rank's prediction of each (one AllReduce of 4
+/// doubles; if any rank has no profile, every rank measures as below). If the fastest prediction
+/// beats every other by more than 20 % (best x 1.2 < other), Auto settles on it at once (no trial
+/// calls); otherwise it measures, as below, only the modes predicted within 20 % of the best.
+/// Auto without a profile: the context's first calls try sequential, shaped and fused in turn (one
+/// warm-up round, then OpOptions::auto_rounds measured rounds); then every rank settles on the same
+/// mode for good: the one with the lowest median of the slowest rank's call time, where a mode
+/// other than sequential must beat sequential by 5 % (noise margin). Settling costs one small
+/// AllReduce, once.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
 /// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
 /// calls with an explicit mode in between are neither timed nor counted.
@@ -97,6 +104,12 @@ struct OpOptions {
   /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1. Must be equal
   /// on every rank.
   int auto_rounds = 3;
+  /// Mode::Auto's cost profile: "" = the file TILECOMM_PROFILE names, else the default path
+  /// ($XDG_CACHE_HOME or ~/.cache, tilecomm/profile-<host>-<version>.json) if that file exists (a
+  /// corrupt default file: a warning on stderr, no profile); a path = that file; "none" = no
+  /// profile (measured Auto). A file named here or by TILECOMM_PROFILE must exist and parse: the
+  /// constructor raises Error(InvalidArgument) naming it otherwise. May differ between ranks.
+  std::string profile;
 };
 
 }  // namespace tilecomm

@@ -2,6 +2,7 @@
 /// \file tilecomm.hpp
 /// Everything a user includes.
 
+#include "tilecomm/calibrate.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/communicator.hpp"
 #include "tilecomm/defaults.hpp"

@@ -16,32 +16,43 @@ double median(std::vector<double> v) {
 
 Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> modes) {
   double med[kCandidates];
+  bool have[kCandidates] = {};
   for (std::size_t m = 0; m < kCandidates; ++m) {
     std::vector<double> mine;
     for (std::size_t i = 0; i < slowest.size() && i < modes.size(); ++i)
       if (modes[i] == kAutoCandidates[m]) mine.push_back(slowest[i]);
-    med[m] = mine.empty() ? 0.0 : median(std::move(mine));
+    have[m] = !mine.empty();
+    med[m] = have[m] ? median(std::move(mine)) : 0.0;
   }
-  std::size_t best = 0;  // sequential
-  for (std::size_t m = 1; m < kCandidates; ++m)
-    if (med[m] < (1.0 - kAutoMargin) * med[0] && med[m] < med[best]) best = m;
+  std::size_t best = 0;
+  while (best + 1 < kCandidates && !have[best])
+    ++best;  // the first measured candidate (sequential when it was measured)
+  for (std::size_t m = best + 1; m < kCandidates; ++m)
+    if (have[m] && med[m] < med[best] && (!have[0] || med[m] < (1.0 - kAutoMargin) * med[0]))
+      best = m;
   return kAutoCandidates[best];
+}
+
+void AutoMode::set_candidates(std::vector<Mode> modes) {
+  candidates_ = std::move(modes);
+  if (candidates_.size() == 1) choice_ = candidates_.front();
 }
 
 Mode AutoMode::next() const {
   if (choice_) return *choice_;
-  const std::size_t round = calls_ / kCandidates;  // round 0 is the warm-up
-  return kAutoCandidates[(calls_ + round - (round > 0)) % kCandidates];
+  const std::size_t n = candidates_.size();
+  const std::size_t round = calls_ / n;  // round 0 is the warm-up
+  return candidates_[(calls_ + round - (round > 0)) % n];
 }
 
 bool AutoMode::record(double seconds) {
   if (choice_) return false;
-  if (calls_ >= kCandidates) {  // the first round is the warm-up
+  if (calls_ >= candidates_.size()) {  // the first round is the warm-up
     samples_.push_back(seconds);
     modes_.push_back(next());
   }
   ++calls_;
-  return calls_ == kCandidates * (static_cast<std::size_t>(rounds_) + 1);
+  return calls_ == candidates_.size() * (static_cast<std::size_t>(rounds_) + 1);
 }
 
 }  // namespace tilecomm::detail

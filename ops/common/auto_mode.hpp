@@ -2,6 +2,10 @@
 // Mode::Auto, the measured part (issue 15): a context's first calls try every mode in turn, then
 // every rank settles on the same one, for good.
 //
+// With a cost profile (ops/model/, docs/model.md) the context first predicts every mode: a clear
+// winner is settled on before any trial call (settle()), else only the plausible candidates are
+// tried (set_candidates()); the schedule below then runs over those.
+//
 // Schedule (the same on every rank, by call count): one warm-up round (sequential, shaped, fused;
 // not measured: the first call of a mode pays for lazily built buffers, the proxy's start and cold
 // caches), then `rounds` measured rounds, round r in the candidates' order rotated by r, so that
@@ -29,19 +33,24 @@ inline constexpr Mode kAutoCandidates[] = {Mode::Sequential, Mode::Shaped, Mode:
 inline constexpr double kAutoMargin = 0.05;
 
 /// The mode to settle on, from the slowest rank's time of each measured call and the mode it ran:
-/// per mode the median of its calls; the fastest median wins, but a mode other than sequential
-/// only when its median is below (1 - kAutoMargin) x sequential's; between two such modes, the
-/// lower median (exact ties: the earlier candidate).
+/// per mode the median of its calls (modes without calls take no part); the fastest median wins,
+/// but when sequential was measured a mode other than sequential only when its median is below
+/// (1 - kAutoMargin) x sequential's; between two such modes, the lower median (exact ties: the
+/// earlier candidate).
 Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> modes);
 
 class AutoMode {
  public:
   /// `rounds` measured rounds (>= 1).
   explicit AutoMode(int rounds) : rounds_(rounds) {}
+  /// Tries only `modes` (a non-empty subset of kAutoCandidates, in its order); before the first
+  /// call. One candidate settles on it at once.
+  void set_candidates(std::vector<Mode> modes);
+  const std::vector<Mode>& candidates() const { return candidates_; }
   /// The mode of the next call: its trial mode while trying, then the choice.
   Mode next() const;
   /// Whether the next call is a measured trial call (the caller starts it with a barrier).
-  bool measuring() const { return !choice_ && calls_ >= std::size(kAutoCandidates); }
+  bool measuring() const { return !choice_ && calls_ >= candidates_.size(); }
   /// While trying: this rank's time of the call just run in next()'s mode. Returns true when it
   /// was the last trial call: the caller then agrees across ranks (slowest()) and settles.
   bool record(double seconds);
@@ -55,6 +64,7 @@ class AutoMode {
 
  private:
   int rounds_;
+  std::vector<Mode> candidates_{std::begin(kAutoCandidates), std::end(kAutoCandidates)};
   std::size_t calls_ = 0;  // calls recorded, warm-up included
   std::vector<double> samples_;
   std::vector<Mode> modes_;

@@ -33,6 +33,9 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
   if (!info.fused_algorithms && options.fused_algorithm != FusedAlgorithm::Auto)
     invalid(fmt::format("fused_algorithm = {} (this operator has one fused protocol: use auto)",
                         to_string(options.fused_algorithm)));
+  // The profile is read (and an explicitly named one that is missing or corrupt refused) here,
+  // before any communication; predictions wait for the first Auto call.
+  if (model::Profile p; model::resolve_profile(options.profile, p)) profile_ = std::move(p);
   blas_single_threaded();
   compute_stream = device.create_stream(Stream::kNormal);
   comm_stream = device.create_stream(Stream::kHigh);
@@ -184,6 +187,32 @@ void OpContext::settle_auto(AutoMode& state) {
   std::vector<double>& t = state.samples();
   allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
   state.settle(choose_auto_mode(t, state.sample_modes()));
+}
+
+model::Layout OpContext::model_layout() const {
+  return {topo.size, topo.num_nodes, device.num_cus(), device.wg_slots_per_cu()};
+}
+
+void OpContext::plan_auto(std::size_t kind) {
+  auto_planned_.at(kind) = true;
+  const std::optional<model::OpShape>& shape = model_shapes_.at(kind);
+  double v[4] = {0, 0, 0, 1};  // predictions, then "no profile here"
+  if (profile_ && shape) {
+    const model::Prediction p = model::predict(*profile_, *shape, model_layout(), options);
+    v[0] = p.sequential;
+    v[1] = p.shaped;
+    v[2] = p.fused;
+    v[3] = 0;
+  }
+  allreduce(communicator, v, v, 4, DataType::Float64, ReduceOp::Max);
+  if (v[3] > 0) return;  // some rank has no profile (or no shape): every rank measures
+  predictions_.at(kind) = std::array<double, 3>{v[0], v[1], v[2]};
+  const model::ModelChoice c = model::choose_from_model(*predictions_.at(kind));
+  AutoMode& state = autos_.at(kind);
+  if (c.settle)
+    state.settle(*c.settle);
+  else
+    state.set_candidates(c.candidates);
 }
 
 void OpContext::run_nonblocking(const ShapedChunks& plan) {

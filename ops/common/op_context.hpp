@@ -26,6 +26,7 @@
 #include "ops/common/auto_mode.hpp"
 #include "ops/common/proxy.hpp"
 #include "ops/common/symmetric.hpp"
+#include "ops/model/predict.hpp"
 #include "runtime/flags.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/device.hpp"
@@ -144,11 +145,18 @@ class OpContext {
                 Sequential&& sequential, Shaped&& shaped, Fused&& fused, std::size_t kind = 0) {
     refuse_if_failed();
     AutoMode& auto_ = autos_.at(kind);
-    const bool trial = mode == Mode::Auto && !auto_.choice();
-    if (mode == Mode::Auto) mode = auto_.next();
     tiles_moving_ = false;
     try {
-      verify(mode, shape, kind);
+      // The first Auto call of a kind is verified as "auto" before it plans (a collective), so
+      // that a rank that passed another mode gets a Mismatch, not a stray AllReduce.
+      const bool planning = mode == Mode::Auto && !auto_planned_.at(kind);
+      if (planning) {
+        verify(mode, shape, kind);
+        plan_auto(kind);
+      }
+      const bool trial = mode == Mode::Auto && !auto_.choice();
+      if (mode == Mode::Auto) mode = auto_.next();
+      if (!planning) verify(mode, shape, kind);
       if constexpr (std::is_same_v<decltype(validate()), bool>) {
         if (!validate()) return;
       } else {
@@ -177,6 +185,21 @@ class OpContext {
   }
   /// Mode::Auto's settled mode for calls of `kind`; empty while it is still trying modes.
   std::optional<Mode> auto_choice(std::size_t kind = 0) const { return autos_.at(kind).choice(); }
+  /// The shape of calls of `kind` for Auto's model (ops/model/predict.hpp), set by the operator;
+  /// it may be refined (e.g. from the first call's indices) until the first Auto call of that kind
+  /// plans. A kind without one measures.
+  void set_model_shape(const model::OpShape& shape, std::size_t kind = 0) {
+    model_shapes_.at(kind) = shape;
+  }
+  /// Whether the first Auto call of `kind` has planned (predicted and agreed) yet.
+  bool auto_planned(std::size_t kind = 0) const { return auto_planned_.at(kind); }
+  /// The model's agreed predictions (slowest rank's, per mode) for `kind`, when Auto planned from
+  /// a profile.
+  std::optional<std::array<double, 3>> auto_predictions(std::size_t kind = 0) const {
+    return predictions_.at(kind);
+  }
+  /// The rank layout the model sees: ranks, nodes, this device's CUs and WG slots.
+  model::Layout model_layout() const;
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
   /// Runs the shaped mode's chunk loop as ShapedOptions::policy says and waits for all of it.
@@ -194,7 +217,16 @@ class OpContext {
   void note_failure(std::exception_ptr error);
   // Collective: the slowest rank's time of every Auto trial call, then the choice.
   void settle_auto(AutoMode& state);
-  std::array<AutoMode, 2> autos_;  // per kind of call
+  // Collective (the first Auto call of `kind`): every rank's prediction of each mode from its
+  // profile, the slowest rank's agreed (one AllReduce of 4 doubles); a clear winner settles at
+  // once, else only the plausible candidates are tried. Without a profile (or a shape) on some
+  // rank: all measure.
+  void plan_auto(std::size_t kind);
+  std::array<AutoMode, 2> autos_;          // per kind of call
+  std::optional<model::Profile> profile_;  // Auto's cost profile (OpOptions::profile)
+  std::array<std::optional<model::OpShape>, 2> model_shapes_;
+  std::array<std::optional<std::array<double, 3>>, 2> predictions_;
+  std::array<bool, 2> auto_planned_{};
   // The NonBlocking policy's chunk loop: compute on every CU, each chunk's collective handed to
   // host_progress_ once its compute is done.
   void run_nonblocking(const ShapedChunks& plan);

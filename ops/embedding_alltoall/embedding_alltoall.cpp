@@ -65,6 +65,8 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
              ? ctx.options.tile
              : std::clamp<std::size_t>(most_bags * avg_tables / (4 * ctx.wg_slots()), 1, 256);
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
+  // Indices per bag are per call: run() refines `pool` until the first Auto call plans.
+  ctx.set_model_shape({model::OpKind::EmbeddingAllToAll, batch, 0, dim, local_tables, 1, tile});
   // A tile is one MPI message of (bags x dim) floats, counted in an int (checked before
   // allocating).
   if (std::min(tile, most_bags) * dim > static_cast<std::size_t>(INT_MAX))
@@ -253,6 +255,16 @@ void EmbeddingAllToAllImpl::run(const TableSet& tables, std::span<const Embeddin
                                 float* out, Mode mode) {
   // The previous call's zero-copy output is the caller's until now (EmbeddingAllToAll::output()).
   fused_exchange.release_outputs();
+  if (mode == Mode::Auto && !ctx.auto_planned() && !bags.empty()) {
+    // The model's indices per bag: this call's (bags = global batch, the tables' indices).
+    std::size_t lookups = 0;
+    for (const EmbeddingBags& b : bags)
+      lookups += b.indices.size();
+    const std::size_t per_bag =
+        std::max<std::size_t>(1, lookups / std::max<std::size_t>(1, bags.size() * batch));
+    ctx.set_model_shape(
+        {model::OpKind::EmbeddingAllToAll, batch, 0, dim, local_tables, per_bag, tile});
+  }
   ctx.dispatch(
       mode, {dim, batch, first_table.back()}, [&] { validate(tables, bags, out, mode); },
       [&] { run_sequential(tables, bags, out); }, [&] { run_shaped(tables, bags, out); },

@@ -43,6 +43,8 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   tile_rows = ctx.options.tile ? ctx.options.tile : 32;
   tile_cols = std::min<std::size_t>(n, 256);
   col_blocks = (n + tile_cols - 1) / tile_cols;
+  // The model sees the most rows this rank's experts compute (the routing is per call).
+  ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, tile_rows});
   ctx.agree(
       {"k", "n", "tile rows", "shaped.chunks", "auto_rounds"},
       {static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(tile_rows),

@@ -37,6 +37,7 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
              ctx.options.auto_rounds});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (rows_local + tile - 1) / tile;
+  ctx.set_model_shape({model::OpKind::GemmReduceScatter, m, k, n, 1, 1, tile});
   partial.resize(m * n);
   packed.reset(1, k, n);
   SegmentLayout layout;

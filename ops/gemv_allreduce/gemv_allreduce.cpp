@@ -87,6 +87,7 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
     ctx.invalid(fmt::format("tile = {} gives {} row blocks: more than MPI_TAG_UB = {} / 2 allows",
                             tile, blocks, ctx.tag_upper_bound()));
   partial.resize(m * n);
+  ctx.set_model_shape({model::OpKind::GemvAllReduce, m, k, n, 1, 1, tile});
   map_fused_segment();
 }
 

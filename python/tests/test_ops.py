@@ -1,5 +1,10 @@
 """The three operator contexts, every mode, against numpy references computed from
 deterministic small-integer inputs of every rank (bitwise equal); argument errors."""
+import json
+import os
+import shutil
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -110,6 +115,46 @@ def test_gemv_auto_settles_on_one_mode_everywhere(comm, device):
         choice = op.auto_choice
         assert choice in ("sequential", "shaped", "fused")
         assert MPI.COMM_WORLD.allgather(choice) == [choice] * comm.size
+
+
+def sequential_wins_profile():
+    """A cost profile (docs/model.md) in which sequential is clearly fastest with peers: a GEMV tile
+    costs 1 s, a launch 0.5 s, flags, the proxy and MPI messages' CPU 1 s each."""
+    def fit(c0=0.0, c1=0.0):
+        return {"c": [c0, c1, 0.0], "rms_s": 0.0, "max_rel": 0.0, "points": 3}
+
+    def path(cpu=0.0):
+        return {"measured": True, "time": fit(), "cpu_send": fit(cpu), "cpu_recv": fit(cpu)}
+
+    return {"format": "tilecomm-profile-1", "host": "test", "version": "test", "cus": 2,
+            "ranks": 2, "nodes": 1,
+            "compute": {"gemv": fit(1.0), "embedding": fit(), "gemm": fit(), "reduce": fit()},
+            "paths": {"shm": path(), "mpi": path(1.0)},
+            "overheads": {"proxy_s": 1.0, "flag_s": 1.0, "launch_s": 0.5, "barrier_s": 0.0}}
+
+
+def test_gemv_auto_from_a_profile(comm):
+    """profile=: Auto predicts from the file and settles on the first call (no trial calls); a
+    named file that is missing raises tilecomm.Error naming it."""
+    m = 1024
+    ref = sum(w @ x for w, x in (gemv_inputs(r, m) for r in range(comm.size)))
+    w, x = gemv_inputs(comm.rank, m)
+    d = tempfile.mkdtemp(prefix="tilecomm_py_profile_")
+    dev = tilecomm.Device(cus=2, slots=2)
+    try:
+        path = os.path.join(d, "profile.json")
+        with open(path, "w") as f:
+            json.dump(sequential_wins_profile(), f)
+        with tilecomm.GemvAllReduce(comm, dev, m, w.shape[1], tile=512, profile=path) as op:
+            np.testing.assert_array_equal(op.run(w, x, mode="auto"), ref)
+            if comm.size > 1:  # one rank: fused ties sequential, so Auto measures
+                assert op.auto_choice == "sequential"
+        missing = os.path.join(d, "missing.json")
+        with pytest.raises(tilecomm.Error, match="missing.json"):
+            tilecomm.GemvAllReduce(comm, dev, m, w.shape[1], profile=missing)
+    finally:
+        dev.close()
+        shutil.rmtree(d)
 
 
 @pytest.mark.parametrize("policy", ["lds", "cu_mask", "nonblocking"])

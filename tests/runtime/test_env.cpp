@@ -101,7 +101,7 @@ TEST(Env, BadValuesNameTheVariableAndTheValue) {
 TEST(Env, DescribeListsEveryVariable) {
   const Env e = parse({{"TILECOMM_CUS", "7"}});
   const auto rows = e.describe();
-  EXPECT_EQ(rows.size(), 16u);
+  EXPECT_EQ(rows.size(), 17u);
   bool found = false;
   for (const auto& r : rows) {
     EXPECT_EQ(r.name.rfind("TILECOMM_", 0), 0u);
@@ -109,6 +109,16 @@ TEST(Env, DescribeListsEveryVariable) {
     if (r.name == "TILECOMM_CUS") found = r.value == "7";
   }
   EXPECT_TRUE(found);
+}
+
+// TILECOMM_PROFILE is a path, taken as given; the cache directory comes from XDG_CACHE_HOME, else
+// $HOME/.cache, else nothing.
+TEST(Env, ProfileAndCacheHome) {
+  EXPECT_EQ(parse({}).profile, "");
+  EXPECT_EQ(parse({{"TILECOMM_PROFILE", "/tmp/p.json"}}).profile, "/tmp/p.json");
+  EXPECT_EQ(parse({}).cache_home, "");
+  EXPECT_EQ(parse({{"HOME", "/home/u"}}).cache_home, "/home/u/.cache");
+  EXPECT_EQ(parse({{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "/c"}}).cache_home, "/c");
 }
 
 // The launcher's local rank count is read but never an error: it is not our variable.

@@ -1,0 +1,434 @@
+// tilecomm::calibrate (include/tilecomm/calibrate.hpp): the measurements behind a Profile.
+// Every figure is the median of repeated timings after a warm-up; fits go through
+// least_squares() (LAPACKE_dgels).
+#include "tilecomm/calibrate.hpp"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "collectives/comm_impl.hpp"
+#include "ops/common/op_util.hpp"
+#include "ops/common/proxy.hpp"
+#include "ops/common/symmetric.hpp"
+#include "ops/kernels/embedding_pool.hpp"
+#include "ops/kernels/gemm.hpp"
+#include "ops/model/fit.hpp"
+#include "ops/model/profile.hpp"
+#include "runtime/flags.hpp"
+#include "tilecomm/collectives.hpp"
+#include "tilecomm/env.hpp"
+#include "tilecomm/error.hpp"
+
+namespace tilecomm {
+namespace {
+using detail::CommImpl;
+using detail::Topology;
+using model::Fit;
+using model::least_squares;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+// The lower quartile of a ping-pong's round trips: a round trip stretches whenever either process
+// is descheduled (on a shared machine, a waiter spinning on the core its partner needs costs
+// TILECOMM_SPIN_US per hop), so the quartile describes the path, the median the load.
+double lower_quartile(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 4];
+}
+// Median wall time of `reps` calls of f(rep) after one warm-up call.
+double time_median(int reps, const std::function<void(int)>& f) {
+  f(0);
+  std::vector<double> t;
+  for (int r = 1; r <= reps; ++r) {
+    const double t0 = now();
+    f(r);
+    t.push_back(now() - t0);
+  }
+  return median(std::move(t));
+}
+
+// Sample points of a fit.
+struct Points {
+  std::vector<double> x1, x2, t;
+  void add(double a, double b, double s) {
+    x1.push_back(a);
+    x2.push_back(b);
+    t.push_back(s);
+  }
+  Fit fit(int unknowns) const { return least_squares(x1, x2, t, unknowns); }
+};
+
+// Weights far larger than the caches, walked through so every tile reads memory as a real call's
+// tiles do (a call streams W once).
+constexpr std::size_t kStreamFloats = std::size_t{24} << 20;  // 96 MiB
+
+Fit calibrate_gemv(std::vector<float>& big) {
+  Points pts;
+  std::vector<float> x(8192, 1.0f), y(4096);
+  for (std::size_t rows : {16, 64, 256, 1024})
+    for (std::size_t k : {16, 64, 256, 1024, 4096}) {
+      const std::size_t elems = rows * k, slots = kStreamFloats / elems;
+      const double t = time_median(31, [&](int r) {
+        const float* w = big.data() + (static_cast<std::size_t>(r) % slots) * elems;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(rows), int(k), 1.0f, w, int(k), x.data(), 1,
+                    0.0f, y.data(), 1);
+      });
+      pts.add(double(rows), double(rows * k), t);
+    }
+  return pts.fit(3);
+}
+
+Fit calibrate_embedding(std::vector<float>& big) {
+  Points pts;
+  constexpr int kReps = 31;
+  std::vector<std::int64_t> idx, off;
+  std::vector<float> out(256 * 256);
+  std::uint64_t seed = 12345;
+  for (std::size_t dim : {16, 64, 256})
+    for (std::size_t bags : {8, 64, 256})
+      for (std::size_t pool : {1, 20}) {
+        // Fresh random rows for every repetition: repeating one set would time cached rows.
+        const std::size_t rows = kStreamFloats / dim, n = bags * pool;
+        idx.clear();
+        for (std::size_t i = 0; i < n * (kReps + 1); ++i) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          idx.push_back(static_cast<std::int64_t>((seed >> 33) % rows));
+        }
+        off.assign(1, 0);
+        for (std::size_t b = 0; b < bags; ++b)
+          off.push_back(off.back() + static_cast<std::int64_t>(pool));
+        kernels::PoolJob job;
+        job.offsets = off.data();
+        job.bag0 = 0;
+        job.bag1 = bags;
+        job.dim = dim;
+        job.dst = out.data();
+        job.stride = dim;
+        const double t = time_median(kReps, [&](int r) {
+          job.indices = idx.data() + static_cast<std::size_t>(r) * n;
+          kernels::embedding_pool().f32(big.data(), job);
+        });
+        pts.add(double(n), double(n * dim), t);
+      }
+  return pts.fit(3);
+}
+
+Fit calibrate_gemm() {
+  Points pts;
+  for (std::size_t k : {64, 256})
+    for (std::size_t n : {64, 256, 1024}) {  // packed weights 16 KiB .. 1 MiB (past L2)
+      std::vector<float> b(k * n, 0.5f), a(256 * k, 0.25f), c(256 * n);
+      kernels::PackedWeights w;
+      w.reset(1, k, n);
+      w.pack(0, b.data(), n, 0, w.panels());
+      for (std::size_t rows : {8, 32, 128, 256}) {
+        const double t = time_median(
+            31, [&](int) { kernels::gemm_tile(a.data(), k, rows, w, 0, 0, n, c.data(), n); });
+        pts.add(double(rows), double(rows * k * n), t);
+      }
+    }
+  return pts.fit(3);
+}
+
+Fit calibrate_reduce() {
+  Points pts;
+  std::vector<float> x(1 << 18, 1.0f), y(1 << 18, 0.0f);
+  for (std::size_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18}) {
+    const double t = time_median(31, [&](int) {
+      for (std::size_t i = 0; i < n; ++i)
+        y[i] += x[i];
+    });
+    pts.add(double(n * sizeof(float)), 0, t);
+  }
+  return pts.fit(2);
+}
+
+constexpr std::size_t kSizes[] = {8, 1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20};
+constexpr int kPingPongs = 100;
+
+// MPI ping-pong between rank 0 and `partner` (the others wait at the final barrier).
+model::PathCost calibrate_mpi(Communicator& comm, int partner) {
+  model::PathCost pc;
+  CommImpl& c = detail::impl_of(comm);
+  const int me = c.topo.rank;
+  std::vector<char> buf(kSizes[std::size(kSizes) - 1]);
+  Points time, send, recv;
+  for (std::size_t bytes : kSizes) {
+    const int n = static_cast<int>(bytes);
+    std::vector<double> rtt, cpu_s, cpu_r;
+    for (int r = 0; r <= kPingPongs; ++r) {
+      if (me == 0) {
+        const double t0 = now(), c0 = thread_cpu();
+        MPI_Send(buf.data(), n, MPI_BYTE, partner, 7, c.mpi);
+        const double c1 = thread_cpu();
+        MPI_Recv(buf.data(), n, MPI_BYTE, partner, 7, c.mpi, MPI_STATUS_IGNORE);
+        if (r > 0) {
+          rtt.push_back(now() - t0);
+          cpu_s.push_back(c1 - c0);
+        }
+      } else if (me == partner) {
+        MPI_Recv(buf.data(), n, MPI_BYTE, 0, 7, c.mpi, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), n, MPI_BYTE, 0, 7, c.mpi);
+      }
+    }
+    // The receiver's CPU: the partner sends, rank 0 waits for it to be sent (a zero-byte ack),
+    // then times its receive (the copy out of MPI's buffers, or the whole rendezvous).
+    for (int r = 0; r <= 5; ++r) {
+      if (me == 0) {
+        MPI_Request req;
+        MPI_Irecv(buf.data(), n, MPI_BYTE, partner, 8, c.mpi, &req);
+        MPI_Recv(nullptr, 0, MPI_BYTE, partner, 9, c.mpi, MPI_STATUS_IGNORE);
+        usleep(200);
+        const double c0 = thread_cpu();
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (r > 0) cpu_r.push_back(thread_cpu() - c0);
+      } else if (me == partner) {
+        MPI_Request req;
+        MPI_Isend(buf.data(), n, MPI_BYTE, 0, 8, c.mpi, &req);
+        MPI_Send(nullptr, 0, MPI_BYTE, 0, 9, c.mpi);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+      }
+    }
+    if (me == 0) {
+      time.add(double(bytes), 0, lower_quartile(rtt) / 2);
+      send.add(double(bytes), 0, median(cpu_s));
+      recv.add(double(bytes), 0, median(cpu_r));
+    }
+  }
+  if (me == 0) {
+    pc.measured = true;
+    pc.time = time.fit(2);
+    pc.cpu_send = send.fit(2);
+    pc.cpu_recv = recv.fit(2);
+  }
+  return pc;
+}
+
+// Shared-memory ping-pong between rank 0 and local rank 1 through the node's symmetric segment:
+// a copy into the peer's segment and a release flag, the fused kernel's on-node tile path.
+// flag_s is the fit's intercept: a zero-byte handshake.
+model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
+  model::PathCost pc;
+  CommImpl& c = detail::impl_of(comm);
+  const std::size_t max = kSizes[std::size(kSizes) - 1];
+  const std::size_t flag_bytes = TileFlags::bytes_for(1);
+  detail::SymmetricBuffer seg(c, flag_bytes + max);  // collective over the node
+  const int me = c.topo.local_rank;
+  if (c.topo.local_size < 2 || me > 1) return pc;
+  const int peer = 1 - me;
+  TileFlags mine(seg.segment(me), 1), theirs(seg.segment(peer), 1);
+  std::byte* their_data = seg.segment(peer) + flag_bytes;
+  std::vector<std::byte> src(max, std::byte{1});
+  std::uint32_t epoch = 0;
+  Points time, send, recv;
+  for (std::size_t bytes : kSizes) {
+    std::vector<double> rtt, cpu_s, cpu_r;
+    for (int r = 0; r <= kPingPongs * 5; ++r) {
+      ++epoch;
+      const double t0 = now();
+      if (me == 0) {
+        const double c0 = thread_cpu();
+        std::memcpy(their_data, src.data(), bytes);
+        theirs.signal(0, epoch);
+        cpu_s.push_back(thread_cpu() - c0);
+        mine.wait(0, epoch);
+        const double c1 = thread_cpu();
+        mine.wait(0, epoch);  // already set: what a receiver pays to see a tile
+        cpu_r.push_back(thread_cpu() - c1);
+        rtt.push_back(now() - t0);
+      } else {
+        mine.wait(0, epoch);
+        std::memcpy(their_data, src.data(), bytes);
+        theirs.signal(0, epoch);
+      }
+    }
+    if (me == 0) {
+      rtt.erase(rtt.begin());
+      cpu_s.erase(cpu_s.begin());
+      time.add(double(bytes), 0, lower_quartile(rtt) / 2);
+      send.add(double(bytes), 0, median(cpu_s));
+      recv.add(double(bytes), 0, median(cpu_r));
+    }
+  }
+  if (me == 0) {
+    pc.measured = true;
+    pc.time = time.fit(2);
+    pc.cpu_send = send.fit(2);
+    pc.cpu_recv = recv.fit(2);
+    flag_s = std::max(0.0, pc.alpha());
+  }
+  return pc;
+}
+
+// The fused kernel's off-node path as it runs: a compute WG hands an 8-byte tile to the MPI proxy
+// (a WG on a high-priority stream), the peer's WG waits for it through its own proxy (polling MPI
+// as fused kernels' WGs do) and answers the same way. Returns the one-way time, the median of
+// round trips halved, on rank 0; -1 elsewhere or when a device of the pair has a single WG slot
+// (the proxy would then run on the host: not timed). Collective over `comm`.
+double proxy_one_way(Communicator& comm, Device& device, int partner) {
+  CommImpl& c = detail::impl_of(comm);
+  const int me = c.topo.rank;
+  int slots = device.num_cus() * device.wg_slots_per_cu();
+  MPI_Allreduce(MPI_IN_PLACE, &slots, 1, MPI_INT, MPI_MIN, c.mpi);
+  MPI_Comm mpi;
+  MPI_Comm_dup(c.mpi, &mpi);  // a communicator of its own keeps the tags apart (every rank)
+  if ((me != 0 && me != partner) || slots < 2) {
+    MPI_Comm_free(&mpi);
+    return -1;
+  }
+  const int peer = me == 0 ? partner : 0;
+  double result = -1;
+  {
+    detail::Proxy proxy(mpi, c.timeout_s, "calibrate");
+    TileFlags flags(1);
+    Stream compute = device.create_stream(Stream::kNormal);
+    Stream high = device.create_stream(Stream::kHigh);
+    std::uint64_t out = 0, in = 0;
+    std::vector<double> rtt;
+    constexpr int kReps = 60;
+    for (int r = 1; r <= kReps + 1; ++r) {
+      const auto epoch = static_cast<std::uint32_t>(r);
+      proxy.reset();
+      proxy.expect_recv(&in, 8, MPI_BYTE, peer, 2 * r + (me == 0), &flags, 0, epoch);
+      proxy.expect_sends(1);
+      proxy.launch(high, "calibrate.proxy");
+      double t = 0;
+      compute.launch({"calibrate.tile", {1, 1}, 0}, [&](const WorkgroupContext& wg) {
+        const double t0 = now();
+        if (me == 0) proxy.send(wg, &out, 8, MPI_BYTE, peer, 2 * r);
+        proxy.wait(wg, flags, 0, epoch, "calibrate: proxy ping-pong", WaitPolicy::backoff(2.0));
+        if (me != 0) proxy.send(wg, &out, 8, MPI_BYTE, peer, 2 * r + 1);
+        t = now() - t0;
+      });
+      compute.synchronize();
+      high.synchronize();
+      if (r > 1) rtt.push_back(t);
+    }
+    if (me == 0) result = median(std::move(rtt)) / 2;
+  }
+  MPI_Comm_free(&mpi);
+  return result;
+}
+
+std::string fit_row(const char* name, const char* form, const Fit& f) {
+  return fmt::format("  {:<10} {:<34} c = [{:.3g}, {:.3g}, {:.3g}]  rms {:.2g} s, max {:.0f} %\n",
+                     name, form, f.c[0], f.c[1], f.c[2], f.rms, 100 * f.max_rel);
+}
+
+}  // namespace
+
+std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions& options) {
+  CommImpl& c = detail::impl_of(comm);
+  const Topology& topo = c.topo;
+  std::string path = !options.path.empty() ? options.path : env().profile;
+  if (path.empty()) path = model::default_profile_path();
+  if (path.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                "calibrate: no path: set CalibrateOptions::path, TILECOMM_PROFILE, "
+                "XDG_CACHE_HOME or HOME");
+  detail::blas_single_threaded();
+  const double start = now();
+  model::Profile p;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  p.host = host;
+  p.version = model::version();
+  p.cus = device.num_cus();
+  p.ranks = topo.size;
+  p.nodes = topo.num_nodes;
+  {
+    // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way).
+    std::vector<float> big(kStreamFloats);
+    for (std::size_t i = 0; i < big.size(); ++i)
+      big[i] = static_cast<float>(i % 7) * 0.25f;
+    barrier(comm);
+    p.gemv = calibrate_gemv(big);
+    p.embedding = calibrate_embedding(big);
+  }
+  p.gemm = calibrate_gemm();
+  p.reduce = calibrate_reduce();
+  barrier(comm);
+  // Paths: on-node (shared segment) with local rank 1; MPI with the first off-node rank, else
+  // (one node) with rank 1 through MPI's own on-node transport.
+  p.shm = calibrate_shm(comm, p.flag_s);
+  barrier(comm);
+  // (Rank 0 decides: on_node() is relative to the caller.)
+  int partner = -1;
+  for (int q = 1; q < topo.size && partner < 0; ++q)
+    if (!topo.on_node(q) || topo.num_nodes == 1) partner = q;
+  MPI_Bcast(&partner, 1, MPI_INT, 0, c.mpi);
+  if (partner > 0) p.mpi = calibrate_mpi(comm, partner);
+  barrier(comm);
+  // Overheads.
+  {
+    Stream s = device.create_stream(Stream::kNormal);
+    p.launch_s = time_median(500, [&](int) {
+      s.launch({"calibrate.empty", {1, 1}, 0}, [](const WorkgroupContext&) {});
+      s.synchronize();
+    });
+  }
+  p.barrier_s = time_median(500, [&](int) { barrier(comm); });
+  // The proxy: the fused path's one-way time minus plain MPI's for the same 8 bytes. Not
+  // measurable with one rank or one WG slot: then half the proxy's poll pace.
+  p.proxy_s = 0.5 * 60e-6;
+  if (partner > 0) {
+    const double through_proxy = proxy_one_way(comm, device, partner);
+    if (through_proxy >= 0) p.proxy_s = std::max(0.0, through_proxy - p.mpi.time.at(8));
+  }
+  barrier(comm);
+  MPI_Bcast(&p.barrier_s, 1, MPI_DOUBLE, 0, c.mpi);
+  if (topo.rank == 0) {
+    model::save_profile(p, path);
+    if (options.print) {
+      std::string out = fmt::format(
+          "tilecomm_calibrate: {} ranks on {} node(s), {} CU(s) per rank, host {}, {:.1f} s\n",
+          p.ranks, p.nodes, p.cus, p.host, now() - start);
+      out += "compute (one CU, per tile; fits t = c0 + c1 x1 + c2 x2, LAPACKE_dgels):\n";
+      out += fit_row("gemv", "x1 = rows, x2 = rows K n", p.gemv);
+      out += fit_row("embedding", "x1 = lookups, x2 = lookups dim", p.embedding);
+      out += fit_row("gemm", "x1 = rows, x2 = rows K N", p.gemm);
+      out += fit_row("reduce", "x1 = bytes added", p.reduce);
+      out += "paths (one message: t = alpha + beta bytes; CPU per message):\n";
+      for (const auto& [name, pc] :
+           {std::pair<const char*, const model::PathCost&>{"shm", p.shm}, {"mpi", p.mpi}}) {
+        if (!pc.measured) {
+          out += fmt::format("  {:<4} not measured (no partner for it in this job)\n", name);
+          continue;
+        }
+        out += fmt::format(
+            "  {:<4} alpha {:8.2f} us  beta {:7.3f} ns/B ({:6.2f} GB/s)  rms {:.2g} s  "
+            "cpu send {:.2f} us + {:.3f} ns/B, recv {:.2f} us + {:.3f} ns/B\n",
+            name, pc.alpha() * 1e6, pc.beta() * 1e9, pc.beta() > 0 ? 1e-9 / pc.beta() : 0.0,
+            pc.time.rms, pc.cpu_send.c[0] * 1e6, pc.cpu_send.c[1] * 1e9, pc.cpu_recv.c[0] * 1e6,
+            pc.cpu_recv.c[1] * 1e9);
+      }
+      out += fmt::format(
+          "overheads: flag {:.2f} us, launch {:.2f} us, barrier {:.2f} us, proxy {:.2f} us "
+          "(per off-node tile, beyond MPI's latency)\nwrote {}\n",
+          p.flag_s * 1e6, p.launch_s * 1e6, p.barrier_s * 1e6, p.proxy_s * 1e6, path);
+      fmt::print("{}", out);
+    }
+  }
+  return path;
+}
+
+}  // namespace tilecomm

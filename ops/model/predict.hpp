@@ -1,0 +1,71 @@
+#pragma once
+// The performance model (issue 15 §2, docs/model.md): from an operator's shape, the rank layout
+// and a calibrated Profile, the time of one call in each mode. Pure arithmetic, no MPI: Auto
+// (OpContext), `tilecomm_info --explain` and a simulator use the same terms.
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/model/profile.hpp"
+#include "tilecomm/ops.hpp"
+
+namespace tilecomm::model {
+
+enum class OpKind { GemvAllReduce, EmbeddingAllToAll, GemmAllToAll, GemmReduceScatter };
+
+/// "gemv_allreduce", "embedding_alltoall", "gemm_alltoall", "gemm_reduce_scatter".
+std::string_view to_string(OpKind op) noexcept;
+/// The inverse; Error(InvalidArgument) listing the names.
+OpKind parse_op(std::string_view name);
+
+/// Ranks, nodes (ranks spread evenly) and the CUs and WG slots of each rank's device.
+struct Layout {
+  int ranks = 1, nodes = 1, cus = 1, wg_slots = 1;
+  int ranks_per_node() const { return (ranks + nodes - 1) / nodes; }
+};
+
+/// One call's shape, per rank. GemvAllReduce: m rows, k = K per rank, n vectors. GemmReduceScatter:
+/// m rows, k = K per rank, n columns. GemmAllToAll: m = rows (tokens) this rank's experts compute,
+/// k, n. EmbeddingAllToAll: m = global batch (bags), tables = tables per rank, pool = indices per
+/// bag, n = dim. `tile`: the op's tile (rows, bags or token rows; 0: default_tile()).
+struct OpShape {
+  OpKind op = OpKind::GemvAllReduce;
+  std::size_t m = 0, k = 0, n = 1, tables = 1, pool = 1, tile = 0;
+};
+
+/// Parses "M=4096,K=1024,n=1" (keys case-insensitive: m, k, n, dim (= n), batch (= m), tables,
+/// pool, tile). Error(InvalidArgument) naming a bad key or value.
+OpShape parse_shape(OpKind op, std::string_view text);
+
+/// The op's default tile for this layout, as its constructor chooses it (GemvAllReduce: the
+/// two-shot rule, or one-shot's row blocks when the payload is <= 256 KiB).
+std::size_t default_tile(const OpShape& s, const Layout& l);
+
+/// Predicted seconds of one call per mode, and the terms they are made of.
+struct Prediction {
+  double sequential = 0, shaped = 0, fused = 0;
+  double compute = 0;     ///< all of this rank's tiles on its CUs
+  double collective = 0;  ///< the whole collective after the compute (sequential's second half)
+  double tile = 0;        ///< one tile on one CU
+  std::size_t tiles = 0;
+  double at(Mode m) const {
+    return m == Mode::Sequential ? sequential : m == Mode::Shaped ? shaped : fused;
+  }
+};
+
+Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const OpOptions& o);
+
+/// Auto's use of the predictions (the slowest rank's, agreed): when the fastest mode is predicted
+/// faster than every other by more than kModelMargin (best x (1 + margin) < other), settle on it
+/// at once; otherwise measure the plausible candidates only: the modes predicted within the margin
+/// of the best, in Sequential, Shaped, Fused order.
+inline constexpr double kModelMargin = 0.20;
+struct ModelChoice {
+  std::optional<Mode> settle;
+  std::vector<Mode> candidates;
+};
+ModelChoice choose_from_model(const std::array<double, 3>& predicted, double margin = kModelMargin);
+
+}  // namespace tilecomm::model

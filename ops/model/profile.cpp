@@ -1,0 +1,152 @@
+#include "ops/model/profile.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tilecomm/env.hpp"
+#include "tilecomm/error.hpp"
+
+#ifndef TILECOMM_VERSION_STRING
+#error "TILECOMM_VERSION_STRING must be defined by the build (ops/CMakeLists.txt)"
+#endif
+
+namespace tilecomm::model {
+namespace {
+using nlohmann::json;
+
+json fit_json(const Fit& f) {
+  return {{"c", f.c}, {"rms_s", f.rms}, {"max_rel", f.max_rel}, {"points", f.points}};
+}
+Fit fit_from(const json& j) {
+  Fit f;
+  f.c = j.at("c").get<std::array<double, 3>>();
+  f.rms = j.at("rms_s").get<double>();
+  f.max_rel = j.at("max_rel").get<double>();
+  f.points = j.at("points").get<int>();
+  return f;
+}
+json path_json(const PathCost& p) {
+  return {{"measured", p.measured},
+          {"time", fit_json(p.time)},
+          {"cpu_send", fit_json(p.cpu_send)},
+          {"cpu_recv", fit_json(p.cpu_recv)}};
+}
+PathCost path_from(const json& j) {
+  PathCost p;
+  p.measured = j.at("measured").get<bool>();
+  p.time = fit_from(j.at("time"));
+  p.cpu_send = fit_from(j.at("cpu_send"));
+  p.cpu_recv = fit_from(j.at("cpu_recv"));
+  return p;
+}
+}  // namespace
+
+const char* version() {
+  return TILECOMM_VERSION_STRING;
+}
+
+std::string to_json_text(const Profile& p) {
+  json j = {{"format", "tilecomm-profile-1"},
+            {"host", p.host},
+            {"version", p.version},
+            {"cus", p.cus},
+            {"ranks", p.ranks},
+            {"nodes", p.nodes},
+            {"compute",
+             {{"gemv", fit_json(p.gemv)},
+              {"embedding", fit_json(p.embedding)},
+              {"gemm", fit_json(p.gemm)},
+              {"reduce", fit_json(p.reduce)}}},
+            {"paths", {{"shm", path_json(p.shm)}, {"mpi", path_json(p.mpi)}}},
+            {"overheads",
+             {{"proxy_s", p.proxy_s},
+              {"flag_s", p.flag_s},
+              {"launch_s", p.launch_s},
+              {"barrier_s", p.barrier_s}}}};
+  return j.dump(2) + "\n";
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("profile '{}': cannot be read (run tilecomm_calibrate to write one)", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const json j = json::parse(text.str());
+    if (j.at("format").get<std::string>() != "tilecomm-profile-1")
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("profile '{}': format '{}' is not tilecomm-profile-1", path,
+                              j.at("format").get<std::string>()));
+    Profile p;
+    p.host = j.at("host").get<std::string>();
+    p.version = j.at("version").get<std::string>();
+    p.cus = j.at("cus").get<int>();
+    p.ranks = j.at("ranks").get<int>();
+    p.nodes = j.at("nodes").get<int>();
+    const json& c = j.at("compute");
+    p.gemv = fit_from(c.at("gemv"));
+    p.embedding = fit_from(c.at("embedding"));
+    p.gemm = fit_from(c.at("gemm"));
+    p.reduce = fit_from(c.at("reduce"));
+    p.shm = path_from(j.at("paths").at("shm"));
+    p.mpi = path_from(j.at("paths").at("mpi"));
+    const json& o = j.at("overheads");
+    p.proxy_s = o.at("proxy_s").get<double>();
+    p.flag_s = o.at("flag_s").get<double>();
+    p.launch_s = o.at("launch_s").get<double>();
+    p.barrier_s = o.at("barrier_s").get<double>();
+    return p;
+  } catch (const json::exception& e) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("profile '{}': not a tilecomm profile ({})", path, e.what()));
+  }
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::ofstream out(path);
+  out << to_json_text(p);
+  out.close();
+  if (!out)
+    throw Error(ErrorCode::InvalidUsage, fmt::format("profile '{}': cannot be written", path));
+}
+
+std::string default_profile_path(const Env& e) {
+  const std::string& cache = e.cache_home;
+  if (cache.empty()) return {};
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return fmt::format("{}/tilecomm/profile-{}-{}.json", cache, host[0] ? host : "unknown",
+                     version());
+}
+
+bool resolve_profile(const std::string& option, Profile& out, const Env& e) {
+  if (option == "none") return false;
+  const std::string& explicit_path = !option.empty() ? option : e.profile;
+  if (!explicit_path.empty()) {
+    out = load_profile(explicit_path);  // named explicitly: it must be there and parse
+    return true;
+  }
+  const std::string path = default_profile_path(e);
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return false;
+  try {
+    out = load_profile(path);
+    return true;
+  } catch (const Error& e) {
+    fmt::print(stderr, "tilecomm: warning: {}; Mode::Auto measures instead\n", e.what());
+    return false;
+  }
+}
+
+}  // namespace tilecomm::model

@@ -1,0 +1,86 @@
+#pragma once
+// The calibrated cost profile (issue 15, docs/model.md): what tilecomm_calibrate measures and the
+// model (predict.hpp) reads. Plain numbers, one struct per concern, so that a simulator can reuse
+// the same cost terms: per-tile compute cost, per-path message latency / per-byte cost and CPU
+// cost, proxy and flag overheads, kernel launch and barrier costs. Seconds and bytes throughout.
+#include <array>
+#include <string>
+
+#include "tilecomm/env.hpp"
+
+namespace tilecomm::model {
+
+/// t = c[0] + c[1] x1 + c[2] x2 (x1, x2 named per use), fitted by least squares (LAPACKE_dgels)
+/// over `points` measurements; `rms` is the root mean square residual (s), `max_rel` the largest
+/// |residual| / measured.
+struct Fit {
+  std::array<double, 3> c{};
+  double rms = 0, max_rel = 0;
+  int points = 0;
+  double at(double x1, double x2 = 0) const { return c[0] + c[1] * x1 + c[2] * x2; }
+};
+
+/// One message path. Latency and per-byte cost of one message (fit t = alpha + beta bytes over a
+/// size sweep: c[0] = alpha, c[1] = beta), and the CPU time it costs the sender's and the
+/// receiver's thread (fit cpu = c[0] + c[1] bytes).
+struct PathCost {
+  bool measured = false;
+  Fit time, cpu_send, cpu_recv;
+  double alpha() const { return time.c[0]; }
+  double beta() const { return time.c[1]; }
+};
+
+struct Profile {
+  std::string host, version;
+  int cus = 1;    ///< CUs per rank of the calibration run (informative)
+  int ranks = 1;  ///< ranks of the calibration run
+  int nodes = 1;  ///< nodes of the calibration run (TILECOMM_NODE_SIZE counts)
+  // Compute, one CU (a WG on its own), per tile:
+  /// GemvAllReduce, float32 (OpenBLAS sgemv): x1 = rows, x2 = rows x K x n.
+  Fit gemv;
+  /// EmbeddingAllToAll, float32 pooling: x1 = lookups (a row fetched at random: a cache miss),
+  /// x2 = lookups x dim.
+  Fit embedding;
+  /// GEMM tiles (GemmAllToAll, GemmReduceScatter; tilecomm's packed GEMM): x1 = rows,
+  /// x2 = rows x K x N (multiply-adds).
+  Fit gemm;
+  /// Adding float arrays (reductions): x1 = bytes added.
+  Fit reduce;
+  /// Paths: on-node through the shared segment (a copy into the peer's segment and a release
+  /// flag), off-node through MPI point-to-point.
+  PathCost shm, mpi;
+  /// Extra latency the fused kernel's MPI proxy adds per off-node message: an 8-byte ping-pong
+  /// between two WGs through the real Proxy (a proxy WG each side), one way, minus plain MPI's
+  /// alpha; half the proxy's 60 us poll pace when it cannot be measured (one rank, one WG slot).
+  double proxy_s = 0;
+  /// A flag's signal-to-observed round trip on one node, halved (the on-node tile handshake).
+  double flag_s = 0;
+  /// Launching a one-WG kernel on the device and waiting for it.
+  double launch_s = 0;
+  /// tilecomm::barrier on the calibration job.
+  double barrier_s = 0;
+};
+
+/// Reads a profile. Error(InvalidArgument) naming `path` when the file cannot be read, is not
+/// JSON, or lacks a field.
+Profile load_profile(const std::string& path);
+/// Writes `p` as JSON to `path` (creating its directory). Error(InvalidUsage) naming the path on
+/// failure.
+void save_profile(const Profile& p, const std::string& path);
+/// The JSON text of a profile (save_profile's content).
+std::string to_json_text(const Profile& p);
+
+/// $XDG_CACHE_HOME/tilecomm/profile-<host>-<version>.json (~/.cache when XDG_CACHE_HOME is unset);
+/// empty when neither XDG_CACHE_HOME nor HOME is set (in `e`).
+std::string default_profile_path(const Env& e = env());
+/// This build's version ("0.1.0").
+const char* version();
+
+/// The profile the operators' Auto uses, resolved from OpOptions::profile (`option`) and the
+/// environment: option "none": no profile; a non-empty option or TILECOMM_PROFILE: that file,
+/// which must exist and parse (Error naming the file otherwise); else the default path when it
+/// exists (a corrupt default file is a warning on stderr and no profile). Returns false when there
+/// is no profile. `e`: the environment (TILECOMM_PROFILE, the cache directory).
+bool resolve_profile(const std::string& option, Profile& out, const Env& e = env());
+
+}  // namespace tilecomm::model

@@ -1,0 +1,229 @@
+// Mode::Auto with a cost profile (docs/model.md): hand-made profiles, written here, that make the
+// model pick each mode; Auto settles on the first call with no trial calls, on the same mode on
+// every rank, also when the ranks' profiles differ; a close call measures the plausible modes
+// only; a rank without a profile makes every rank measure; a named profile that is missing or
+// corrupt is an Error naming the file.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ops/model/profile.hpp"
+#include "ops_test_util.hpp"
+
+namespace tilecomm::test {
+namespace {
+
+using model::Profile;
+
+// A directory shared by the job's ranks (rank 0's pid), removed by rank 0 at the end.
+class ProfileDir {
+ public:
+  ProfileDir() {
+    int pid = ::getpid();
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dir_ = (std::filesystem::temp_directory_path() / ("tilecomm_auto_model_" + std::to_string(pid)))
+               .string();
+    std::filesystem::create_directories(dir_);
+  }
+  ~ProfileDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) std::filesystem::remove_all(dir_);
+  }
+  // This rank's file `name`.
+  std::string write(const Profile& p, const std::string& name) const {
+    const std::string path = dir_ + "/" + name + ".rank" + std::to_string(world_rank()) + ".json";
+    model::save_profile(p, path);
+    return path;
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+};
+
+// Every figure zero but one second per GEMV tile: the cases below add what decides them.
+Profile base() {
+  Profile p;
+  p.gemv.c = {1, 0, 0};
+  p.shm.measured = p.mpi.measured = true;
+  return p;
+}
+// One launch costs half a tile; flags, messages' CPU and the proxy a tile each: chunking and
+// per-tile messages only add (2 tiles, p >= 2: sequential 1.5, fused 2.5+, shaped 3.5).
+Profile sequential_wins() {
+  Profile p = base();
+  p.launch_s = 0.5;
+  p.flag_s = p.proxy_s = 1;
+  p.mpi.cpu_send.c = p.mpi.cpu_recv.c = {1, 0};
+  return p;
+}
+// Messages' latency 10 tiles: the collective (2 (p - 1) latencies) dwarfs fused's one tail.
+Profile fused_wins() {
+  Profile p = base();
+  p.shm.time.c = p.mpi.time.c = {10, 0};
+  return p;
+}
+// A bandwidth-bound collective as long as half the compute (8 tiles on 2 CUs: 4 s; AllReduce of
+// the 4 KiB result: 4 s), overlapped by 4 chunks; fused's flags and proxy cost 10 tiles each.
+Profile shaped_wins(int ranks) {
+  Profile p = base();
+  const double share = (ranks - 1.0) / ranks * 4096;  // bytes per rank per step
+  p.shm.time.c = p.mpi.time.c = {0, 2.0 / share};
+  p.flag_s = p.proxy_s = 10;
+  return p;
+}
+
+RuntimeConfig two_cus() {
+  RuntimeConfig c = RuntimeConfig::from_env();
+  c.num_cus = 2;
+  c.wg_slots_per_cu = 2;
+  return c;
+}
+
+struct Gemv {
+  static constexpr std::size_t m = 1024, k = 8;
+  Gemv(Communicator& comm, Device& dev, const OpOptions& o) : op(comm, dev, m, k, o) {
+    for (std::size_t i = 0; i < w.size(); ++i)
+      w[i] = small_int(i * 7 + comm.rank());
+    for (std::size_t i = 0; i < k; ++i)
+      x[i] = small_int(i + 31 * comm.rank());
+    op.run(w.data(), x.data(), ref.data(), Mode::Sequential);  // explicit: not counted
+  }
+  // One Auto call, checked against sequential's result.
+  void auto_call() {
+    std::fill(y.begin(), y.end(), -1.0f);
+    op.run(w.data(), x.data(), y.data(), Mode::Auto);
+    EXPECT_EQ(y, ref);
+  }
+  GemvAllReduce op;
+  std::vector<float> w = std::vector<float>(m * k), x = std::vector<float>(k),
+                     ref = std::vector<float>(m), y = std::vector<float>(m);
+};
+
+void expect_same_everywhere(Mode mine) {
+  const int me = static_cast<int>(mine);
+  std::vector<int> all(world_size());
+  MPI_Allgather(&me, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 0; r < world_size(); ++r)
+    EXPECT_EQ(all[r], me) << "rank " << r << " settled on another mode";
+}
+
+// Settled on the first Auto call (no trial calls) on `want`, on every rank; later calls keep it.
+void expect_settles_at_once(const Profile& p, std::size_t tile, Mode want, const char* name) {
+  ProfileDir dir;
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(two_cus());
+  OpOptions o;
+  o.tile = tile;
+  o.profile = dir.write(p, name);
+  Gemv g(comm, dev, o);
+  EXPECT_FALSE(g.op.auto_choice()) << "before the first Auto call";
+  g.auto_call();
+  ASSERT_TRUE(g.op.auto_choice()) << name << ": not settled by the first call";
+  EXPECT_EQ(*g.op.auto_choice(), want) << name;
+  expect_same_everywhere(*g.op.auto_choice());
+  for (int call = 0; call < 3; ++call) {
+    g.auto_call();
+    EXPECT_EQ(*g.op.auto_choice(), want);
+  }
+}
+
+// With one rank fused is sequential's work (nothing to send): a tie, so sequential needs peers.
+TEST(AutoModel, SequentialSettlesAtOnce) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank: fused ties sequential";
+  expect_settles_at_once(sequential_wins(), 512, Mode::Sequential, "sequential");
+}
+
+// With one rank there is no collective to hide: fused and shaped cannot win.
+TEST(AutoModel, FusedSettlesAtOnce) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank: nothing to overlap";
+  expect_settles_at_once(fused_wins(), 512, Mode::Fused, "fused");
+}
+
+TEST(AutoModel, ShapedSettlesAtOnce) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank: nothing to overlap";
+  expect_settles_at_once(shaped_wins(world_size()), 128, Mode::Shaped, "shaped");
+}
+
+// Rank 0's profile alone picks fused; the others' alone would pick sequential. The slowest
+// rank's prediction of each mode decides: fused, on every rank, at once.
+TEST(AutoModel, RanksWithDifferentProfilesAgree) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank: nothing to agree on";
+  ProfileDir dir;
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(two_cus());
+  OpOptions o;
+  o.tile = 512;
+  o.profile = dir.write(comm.rank() == 0 ? fused_wins() : sequential_wins(), "mixed");
+  Gemv g(comm, dev, o);
+  g.auto_call();
+  ASSERT_TRUE(g.op.auto_choice());
+  EXPECT_EQ(*g.op.auto_choice(), Mode::Fused);
+  expect_same_everywhere(*g.op.auto_choice());
+}
+
+// Sequential and fused 6 s (a tie), shaped 17 s: only sequential and fused are measured, one
+// warm-up round and auto_rounds = 1 measured round of two calls each (any number of ranks).
+TEST(AutoModel, ACloseCallMeasuresThePlausibleModesOnly) {
+  ProfileDir dir;
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(two_cus());
+  Profile p = base();
+  p.launch_s = 5;
+  OpOptions o;
+  o.tile = 512;
+  o.auto_rounds = 1;
+  o.profile = dir.write(p, "close");
+  Gemv g(comm, dev, o);
+  for (int call = 0; call < 4; ++call) {
+    EXPECT_EQ(g.op.auto_choice().has_value(), call >= 4) << "before call " << call;
+    g.auto_call();
+  }
+  ASSERT_TRUE(g.op.auto_choice()) << "two candidates x 2 rounds: settled after 4 calls";
+  EXPECT_NE(*g.op.auto_choice(), Mode::Shaped);
+  expect_same_everywhere(*g.op.auto_choice());
+}
+
+// One rank without a profile ("none"): every rank measures all three modes.
+TEST(AutoModel, ARankWithoutAProfileMakesAllMeasure) {
+  ProfileDir dir;
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(two_cus());
+  OpOptions o;
+  o.tile = 512;
+  o.auto_rounds = 1;
+  o.profile = comm.rank() == world_size() - 1 ? "none" : dir.write(sequential_wins(), "some");
+  Gemv g(comm, dev, o);
+  for (int call = 0; call < 6; ++call) {
+    EXPECT_EQ(g.op.auto_choice().has_value(), false) << "before call " << call;
+    g.auto_call();
+  }
+  ASSERT_TRUE(g.op.auto_choice());
+  expect_same_everywhere(*g.op.auto_choice());
+}
+
+// A named profile that is missing or corrupt: Error(InvalidArgument) naming the file, from the
+// constructor, before any communication (every rank names the same bad file here).
+TEST(AutoModel, MissingOrCorruptNamedProfileIsAnError) {
+  ProfileDir dir;
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(two_cus());
+  const std::string corrupt = dir.path("corrupt.rank" + std::to_string(comm.rank()) + ".json");
+  std::ofstream(corrupt) << "{\"format\": \"tilecomm-profile-1\"";
+  for (const std::string& path : {dir.path("missing.json"), corrupt}) {
+    OpOptions o;
+    o.profile = path;
+    try {
+      GemvAllReduce op(comm, dev, 64, 4, o);
+      ADD_FAILURE() << path << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("'" + path + "'"), std::string::npos) << e.what();
+    }
+  }
+  // Nothing was communicated: the communicator still works.
+  GemvAllReduce ok(comm, dev, 64, 4);
+}
+
+}  // namespace
+}  // namespace tilecomm::test

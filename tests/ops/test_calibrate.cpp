@@ -1,0 +1,61 @@
+// tilecomm::calibrate (tilecomm_calibrate's library call): at any number of ranks and layouts it
+// writes a profile the model reads back, with the paths this layout can measure, physical signs
+// on the fitted costs, and the layout it ran on.
+#include <filesystem>
+
+#include "ops/model/predict.hpp"
+#include "ops/model/profile.hpp"
+#include "ops_test_util.hpp"
+
+namespace tilecomm::test {
+namespace {
+
+TEST(Calibrate, WritesAProfileTheModelReads) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  int pid = ::getpid();
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tilecomm_calibrate_" + std::to_string(pid)) / "profile.json")
+                               .string();
+  const std::string written = calibrate(comm, dev, {path, false});
+  EXPECT_EQ(written, path);
+  if (comm.rank() == 0) {
+    const model::Profile p = model::load_profile(path);
+    EXPECT_EQ(p.ranks, comm.size());
+    EXPECT_EQ(p.nodes, comm.num_nodes());
+    EXPECT_EQ(p.cus, dev.num_cus());
+    EXPECT_EQ(p.version, model::version());
+    // Compute: more work costs more (per multiply-add, per float pooled, per float added).
+    EXPECT_GT(p.gemv.c[2], 0);
+    EXPECT_GT(p.embedding.c[2], 0);
+    EXPECT_GT(p.gemm.c[2], 0);
+    EXPECT_GT(p.reduce.c[1], 0);
+    EXPECT_EQ(p.gemv.points, 20);
+    EXPECT_GT(p.launch_s, 0);
+    EXPECT_GT(p.barrier_s, 0);
+    // The segment path needs an on-node peer of rank 0 (TILECOMM_NODE_SIZE counts: pretend
+    // nodes of one rank have none; the layouts tested have nodes of equal size); MPI needs a
+    // second rank.
+    EXPECT_EQ(p.shm.measured, comm.num_nodes() < comm.size());
+    EXPECT_EQ(p.mpi.measured, comm.size() > 1);
+    for (const model::PathCost* pc : {&p.shm, &p.mpi})
+      if (pc->measured) {
+        EXPECT_GT(pc->beta(), 0);
+        EXPECT_GT(pc->time.at(1 << 20), pc->time.at(8));
+        EXPECT_EQ(pc->time.points, 6);
+      }
+    // The model predicts from it.
+    model::OpShape s;
+    s.m = 4096;
+    s.k = 256;
+    const model::Prediction r =
+        model::predict(p, s, {comm.size(), comm.num_nodes(), 1, 2}, OpOptions{});
+    EXPECT_GT(r.sequential, 0);
+    EXPECT_GT(r.fused, 0);
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  }
+}
+
+}  // namespace
+}  // namespace tilecomm::test
