@@ -12,6 +12,7 @@ from ``dist.new_group(ranks)`` is ``MPI_Comm_create_group`` over those ranks of 
 MPI_Comm_split, which every rank must call, cannot be used). Each group owns one
 tilecomm.Communicator (its own shared segment); the store torch passes is not used.
 """
+import os
 import socket
 import sys
 import threading
@@ -234,11 +235,13 @@ def _create(backend_opts, pg_options):
 
 def mpi_rendezvous():
     """Arguments for dist.init_process_group under mpirun: MPI's rank and world size, and a
-    tcp:// address on rank 0 (127.0.0.1 when every rank is on one host, so nothing leaves the
-    machine; rank 0's host name otherwise) with a port rank 0 found free. Collective."""
+    tcp:// address on rank 0 (MASTER_ADDR when set, as torch's env:// uses it; else 127.0.0.1
+    when every rank is on one host, so nothing leaves the machine; else rank 0's host name) with a
+    port rank 0 found free. Collective."""
     world = MPI.COMM_WORLD
     hosts = world.allgather(MPI.Get_processor_name())
-    addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0])
+    addr = os.environ.get("MASTER_ADDR") or (
+        "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(hosts[0]))
     port = None
     if world.rank == 0:
         with socket.socket() as s:
