@@ -89,6 +89,9 @@ struct GemmAllToAllImpl {
   void run_sequential(const float* x, float* y);
   void run_shaped(const float* x, float* y);
   void run_fused(const float* x, float* y);
+  /// Fused: the result blocks this rank's y receives from every owner, in the rotated source
+  /// order (run() and run_layer()).
+  std::vector<BlockRoute> result_arrivals() const;
 
   // ---- run_layer (gemm_alltoall_layer.cpp) ----
   /// Unfused modes: the dispatch All-to-Allv of the caller's tokens into x_in (source-major).

@@ -107,20 +107,7 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     produced.push_back(r);
   }
   // The results coming back: as run()'s fused mode.
-  std::vector<BlockRoute> arrivals;
-  for (int o : ctx.source_order()) {
-    const std::size_t slot = topo.on_node(o) ? slot_offset(topo.local_of[o], my_local) : 0;
-    for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
-      const std::size_t rows = route.send_counts[g];
-      const std::size_t pair_row = y_row(g) - y_row(first_expert[o]);
-      for (std::size_t c = 0; c < n; c += tile_cols)
-        for (std::size_t r = 0; r < rows; r += tile_rows) {
-          const Block block{(y_row(g) + r) * n + c, std::min(rows, r + tile_rows) - r,
-                            std::min(n, c + tile_cols) - c};
-          arrivals.push_back({o, block, flag_of(g, r, c), slot + (pair_row + r) * n + c});
-        }
-    }
-  }
+  const std::vector<BlockRoute> arrivals = result_arrivals();
   fused_exchange.run(
       produced, arrivals, y,
       [&](std::size_t i, float* dst, std::size_t ld) {
