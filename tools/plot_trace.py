@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 MARKS = {  # mark name -> (colour, marker, row offset)
     "tile stored": ("tab:green", "|", 0.0),
+    "tile computed": ("tab:gray", "|", 0.0),
     "tile handed to proxy": ("tab:blue", "|", 0.0),
     "send posted": ("tab:cyan", "|", 0.15),
     "block reduced": ("tab:olive", "|", -0.15),
