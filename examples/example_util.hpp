@@ -104,11 +104,12 @@ inline void print_times(const std::string& what, const std::string& mode_flag,
     for (std::size_t i = 0; i < std::min(t.size(), seq.size()); ++i)
       if (t[i] > 0) ratios.push_back(seq[i] / t[i]);
     const Spread time = spread(t), speedup = spread(ratios);
-    fmt::print(
-        "  {:<10} {} median {:8.3f} ms  (x{:.2f} vs sequential, {} samples; range {:.3f}-{:.3f} "
-        "ms, x{:.2f}-x{:.2f})\n",
-        tilecomm::to_string(m), what, time.median, speedup.median, t.size(), time.min, time.max,
-        speedup.min, speedup.max);
+    // The first line is the examples' original format (tools read it); the ranges follow on a
+    // line of their own.
+    fmt::print("  {:<10} {} median {:8.3f} ms  (x{:.2f} vs sequential, {} samples)\n",
+               tilecomm::to_string(m), what, time.median, speedup.median, t.size());
+    fmt::print("      range {:.3f}-{:.3f} ms, x{:.2f}-x{:.2f}\n", time.min, time.max, speedup.min,
+               speedup.max);
   }
 }
 

@@ -33,8 +33,9 @@ PROGRAMS = {
 }
 LINE = re.compile(
     r"^\s+(sequential|shaped|fused|auto)\s+(.*?)\s*median\s+([\d.]+) ms\s+\(x([\d.]+) vs "
-    r"sequential, \d+ samples; range ([\d.]+)-([\d.]+) ms, x([\d.]+)-x([\d.]+)\)"
+    r"sequential, \d+ samples\)"
 )
+RANGE = re.compile(r"^\s+range ([\d.]+)-([\d.]+) ms, x([\d.]+)-x([\d.]+)")
 SECTION = re.compile(r"^\s*(top-\d+):")
 SETTLED = re.compile(r"auto (settled on \w+|still trying)")
 
@@ -57,7 +58,7 @@ def settled(output):
 
 def parse(output):
     """{(phase, mode): (median, min, max, speedup, speedup_min, speedup_max)}"""
-    rows, section = {}, ""
+    rows, section, last = {}, "", None
     for line in output.splitlines():
         m = SECTION.match(line)
         if m:
@@ -65,9 +66,14 @@ def parse(output):
             continue
         m = LINE.match(line)
         if m:
-            phase = section + m.group(2)
-            med, speedup, lo, hi, s_lo, s_hi = (float(g) for g in m.groups()[2:])
-            rows[(phase, m.group(1))] = (med, lo, hi, speedup, s_lo, s_hi)
+            last = (section + m.group(2), m.group(1), float(m.group(3)), float(m.group(4)))
+            continue
+        m = RANGE.match(line)
+        if m and last:  # the line right after a mode line: its ranges
+            phase, mode, med, speedup = last
+            lo, hi, s_lo, s_hi = (float(g) for g in m.groups())
+            rows[(phase, mode)] = (med, lo, hi, speedup, s_lo, s_hi)
+        last = None
     return rows
 
 
