@@ -13,6 +13,18 @@
 
 namespace tilecomm::detail {
 
+BlockRoute GemmAllToAllImpl::result_route(const GemmTile& t) const {
+  const int me = topo.rank;
+  const std::size_t g = first_expert[me] + t.expert;
+  BlockRoute r{t.src, {0, t.row1 - t.row0, t.col1 - t.col0}, flag_of(g, t.row0, t.col0)};
+  if (t.src == me)
+    r.block.offset = (y_row(g) + t.row0) * n + t.col0;
+  else if (topo.on_node(t.src))
+    r.inbox = slot_offset(topo.local_rank, topo.local_of[t.src]) +
+              (route.pair_row[t.expert * topo.size + t.src] + t.row0) * n + t.col0;
+  return r;
+}
+
 std::vector<BlockRoute> GemmAllToAllImpl::result_arrivals() const {
   std::vector<BlockRoute> arrivals;
   const int my_local = topo.local_rank;
@@ -33,21 +45,11 @@ std::vector<BlockRoute> GemmAllToAllImpl::result_arrivals() const {
 }
 
 void GemmAllToAllImpl::run_fused(const float* x, float* y) {
-  const int me = topo.rank;
   const std::vector<GemmTile> tiles = make_tiles(0, local_experts, ctx.options.remote_first);
   std::vector<BlockRoute> produced;
   produced.reserve(tiles.size());
-  const int my_local = topo.local_rank, p = topo.size;
-  for (const GemmTile& t : tiles) {
-    const std::size_t g = first_expert[me] + t.expert;
-    BlockRoute r{t.src, {0, t.row1 - t.row0, t.col1 - t.col0}, flag_of(g, t.row0, t.col0)};
-    if (t.src == me)
-      r.block.offset = (y_row(g) + t.row0) * n + t.col0;
-    else if (topo.on_node(t.src))
-      r.inbox = slot_offset(my_local, topo.local_of[t.src]) +
-                (route.pair_row[t.expert * p + t.src] + t.row0) * n + t.col0;
-    produced.push_back(r);
-  }
+  for (const GemmTile& t : tiles)
+    produced.push_back(result_route(t));
   const std::vector<BlockRoute> arrivals = result_arrivals();
   fused_exchange.run(
       produced, arrivals, y,

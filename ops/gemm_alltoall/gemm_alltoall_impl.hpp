@@ -89,6 +89,9 @@ struct GemmAllToAllImpl {
   void run_sequential(const float* x, float* y);
   void run_shaped(const float* x, float* y);
   void run_fused(const float* x, float* y);
+  /// Fused: where tile t's result goes (this rank's y, an on-node source's inbox slot, or
+  /// off-node).
+  BlockRoute result_route(const GemmTile& t) const;
   /// Fused: the result blocks this rank's y receives from every owner, in the rotated source
   /// order (run() and run_layer()).
   std::vector<BlockRoute> result_arrivals() const;

@@ -94,16 +94,8 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
   std::vector<BlockRoute> produced;
   produced.reserve(tiles.size());
   for (const GemmTile& t : tiles) {
-    const std::size_t g = first_expert[me] + t.expert;
-    BlockRoute r{t.src, {0, t.row1 - t.row0, t.col1 - t.col0}, flag_of(g, t.row0, t.col0)};
-    if (t.src == me) {
-      r.block.offset = (y_row(g) + t.row0) * n + t.col0;
-    } else {
-      r.input = input_flag(t.src, t.expert);
-      if (topo.on_node(t.src))
-        r.inbox = slot_offset(my_local, topo.local_of[t.src]) +
-                  (route.pair_row[t.expert * p + t.src] + t.row0) * n + t.col0;
-    }
+    BlockRoute r = result_route(t);
+    if (t.src != me) r.input = input_flag(t.src, t.expert);  // its rows arrive in this call
     produced.push_back(r);
   }
   // The results coming back: as run()'s fused mode.
