@@ -100,9 +100,14 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
 
 std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
                                                    bool remote_first) const {
+  return make_tiles(e0, e1, ctx.destination_order(remote_first));
+}
+
+std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
+                                                   std::span<const int> sources) const {
   std::vector<GemmTile> tiles;
   const int p = topo.size;
-  for (int s : ctx.destination_order(remote_first))
+  for (int s : sources)
     for (std::size_t e = e0; e < e1; ++e) {
       const std::size_t rows = route.recv_counts[e * p + s];
       // Column blocks outermost: consecutive tiles read the same packed weight panels (K x

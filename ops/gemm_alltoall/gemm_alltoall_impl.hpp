@@ -70,6 +70,9 @@ struct GemmAllToAllImpl {
     return (g * max_row_blocks + row / tile_rows) * col_blocks + col / tile_cols;
   }
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
+  /// The tiles of experts [e0, e1), source by source in `sources`' order.
+  std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1,
+                                   std::span<const int> sources) const;
   /// Every mode's first step: packs the weights of the local experts that received rows into
   /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for); forgets
   /// set_weights()' packing. With `all`, every local expert (set_weights()).

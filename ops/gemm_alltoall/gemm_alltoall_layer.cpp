@@ -83,14 +83,7 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     if (topo.on_node(s)) sources.push_back(s);
   for (int s : ctx.source_order())
     if (!topo.on_node(s)) sources.push_back(s);
-  std::vector<GemmTile> tiles;
-  for (int s : sources)
-    for (std::size_t e = 0; e < ne; ++e) {
-      const std::size_t rows = route.recv_counts[e * p + s];
-      for (std::size_t c = 0; c < n; c += tile_cols)
-        for (std::size_t r = 0; r < rows; r += tile_rows)
-          tiles.push_back({e, s, r, std::min(rows, r + tile_rows), c, std::min(n, c + tile_cols)});
-    }
+  const std::vector<GemmTile> tiles = make_tiles(0, ne, sources);
   std::vector<BlockRoute> produced;
   produced.reserve(tiles.size());
   for (const GemmTile& t : tiles) {
