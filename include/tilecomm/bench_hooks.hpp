@@ -51,6 +51,10 @@ void compute_only(GemmAllToAll& op, std::span<const float* const> weights, const
 /// compute_only() call.
 void collective_only(GemmAllToAll& op, float* y);
 
+/// MoE: bytes of this rank's shared memory for run_layer's dispatch inputs (every peer's rows):
+/// 0 until the context's first fused run_layer call maps them.
+std::size_t layer_input_bytes(GemmAllToAll& op);
+
 /// GEMM+ReduceScatter: A_r W_r, the compute kernel of sequential mode, into the context's buffer
 /// (local). `w` null: the weights packed by set_weights() (no packing in the timed call).
 void compute_only(GemmReduceScatter& op, const float* a, const float* w);

@@ -96,8 +96,11 @@ class GemmAllToAll {
   /// Results equal run()'s bitwise in every mode (same tiles, same kernel). Also checked here:
   /// the rows routed to each rank's experts must fit its max_rows_in (else Error(Mismatch)).
   /// Mode::Auto tries and settles separately from run()'s (layer_auto_choice()). The fused path
-  /// keeps two input halves per rank in the node's shared segment, as large as the rows every
-  /// other rank may send it: about 2 x ranks x max_rows_out x K floats.
+  /// keeps two input halves per rank in shared memory, as large as the rows every other rank may
+  /// send it: about 2 x ranks x max_rows_out x K floats. They are allocated by the context's first
+  /// fused run_layer call (collective over the node, once, after every rank has reached that call:
+  /// a peer that did not raises Error(Timeout) or Error(Mismatch) there), so contexts that only
+  /// call run(), or run_layer in other modes, never hold them.
   void run_layer(std::span<const float* const> weights, const float* tokens,
                  std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
                  float* y, Mode mode);

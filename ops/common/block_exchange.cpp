@@ -4,35 +4,74 @@
 
 #include <cstring>
 
+#include "collectives/comm_impl.hpp"
 #include "runtime/wait.hpp"
 
 namespace tilecomm::detail {
 
 void BlockExchange::reserve(SegmentLayout& layout, int ranks, std::size_t flags,
-                            std::size_t inbox_floats, std::size_t header_words,
-                            std::size_t input_floats, std::size_t input_flags) {
+                            std::size_t inbox_floats, std::size_t header_words) {
   ranks_ = static_cast<std::size_t>(ranks);
   flag_count_ = flags;
   inbox_floats_ = inbox_floats;
   header_words_ = header_words;
-  input_floats_ = input_floats;
-  input_flag_count_ = input_flags;
-  flags_offset_ = layout.add(TileFlags::bytes_for(flags + ranks_ + 1 + input_flags));
+  flags_offset_ = layout.add(TileFlags::bytes_for(flags + ranks_ + 1));
   inbox_offset_ = layout.add(2 * inbox_floats * sizeof(float));
   header_offset_ = layout.add(2 * ranks_ * header_words * sizeof(std::uint64_t));
-  input_offset_ = layout.add(2 * input_floats * sizeof(float));
+}
+
+void BlockExchange::reserve_inputs(std::size_t input_floats, std::size_t input_flags) {
+  input_floats_ = input_floats;
+  input_flag_count_ = input_flags;
 }
 
 void BlockExchange::bind(OpContext& ctx, std::size_t ld, const char* what) {
   ctx_ = &ctx;
   ld_ = ld;
   what_ = what;
-  flags_ = ctx.flags_at(flags_offset_, flag_count_ + ranks_ + 1 + input_flag_count_);
+  flags_ = ctx.flags_at(flags_offset_, flag_count_ + ranks_ + 1);
   header_what_ =
       fmt::format("{}: per-call header (flag {} + source rank)", ctx.info.name, flag_count_);
   input_what_ = fmt::format("{}: input rows (dispatch)", ctx.info.name);
   header_out_.assign(ranks_ * header_words_, 0);
   checked_ = std::make_unique<std::atomic<std::uint32_t>[]>(ranks_);
+}
+
+void BlockExchange::map_inputs() {
+  if (inputs_) return;
+  // The allocation is a blocking collective over the node. First agree, with a deadline, that
+  // every rank is at this same call (its epoch): a peer that raised on a bad argument before this
+  // call's tasks, or failed in an earlier one, then gives a Timeout or a Mismatch here, not a hang.
+  const long long epoch = ctx_->epoch();
+  long long span[2] = {epoch, -epoch};  // max and -min of the ranks' epochs
+  MPI_Request req = MPI_REQUEST_NULL;
+  mpi_check(MPI_Iallreduce(MPI_IN_PLACE, span, 2, MPI_LONG_LONG, MPI_MAX, ctx_->mpi, &req),
+            "MPI_Iallreduce");
+  wait_until(
+      [&] {
+        int done = 0;
+        mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        return done != 0;
+      },
+      ctx_->comm.timeout_s,
+      [&] {
+        return fmt::format(
+            "{}: not every rank reached call {}, whose fused run maps the "
+            "dispatch inputs' shared memory",
+            ctx_->info.name, epoch + 1);
+      });
+  if (span[0] != epoch || -span[1] != epoch)
+    throw Error(ErrorCode::Mismatch,
+                fmt::format("{}: ranks are at different calls (epochs {} to {}) where the first "
+                            "fused call with inputs maps their shared memory; a peer failed "
+                            "earlier",
+                            ctx_->info.name, -span[1], span[0]));
+  SegmentLayout layout;
+  const std::size_t flags_offset = layout.add(TileFlags::bytes_for(input_flag_count_));
+  input_offset_ = layout.add(2 * input_floats_ * sizeof(float));
+  inputs_ = std::make_unique<SymmetricBuffer>(ctx_->comm, layout.size());
+  for (int l = 0; l < ctx_->topo.local_size; ++l)
+    input_flags_.emplace_back(inputs_->segment(l) + flags_offset, input_flag_count_);
 }
 
 void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const BlockRoute> arrivals,
@@ -55,12 +94,14 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
     plan.add(send_inputs + i);
     if (plan.dest(input_sends[i].peer) == FusedPlan::Dest::OffNode) plan.expect_send();
   }
+  if ((!input_sends.empty() || !input_arrivals.empty()) && !inputs_)
+    ctx_->invalid("BlockExchange: a call with inputs before map_inputs()");
   float* my_inputs =
       input_sends.empty() && input_arrivals.empty() ? nullptr : input_half(my_local, plan.epoch());
   for (const InputRoute& in : input_arrivals)
     if (plan.dest(in.peer) == FusedPlan::Dest::OffNode)
       plan.expect_recv(my_inputs + in.offset, static_cast<int>(in.floats), MPI_FLOAT, in.peer,
-                       static_cast<int>(input_tag(in.flag)), flags_[my_local], input_flag(in.flag));
+                       static_cast<int>(input_tag(in.flag)), input_flags_[my_local], in.flag);
   if (headers != nullptr)
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
@@ -94,7 +135,7 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
       const BlockRoute& r = produced[task];
       if (r.input != BlockRoute::kNoInput) {  // its rows come from r.peer in this call
         if (headers != nullptr) check_header(wg, plan, r.peer, *headers);
-        plan.await(wg, r.peer, flags_[my_local], input_flag(r.input), input_what_.c_str());
+        plan.await(wg, r.peer, input_flags_[my_local], r.input, input_what_.c_str());
       }
       produce(wg, plan, task, r, staged_[task], out, compute);
     } else if (task < send_headers) {
@@ -189,7 +230,7 @@ void BlockExchange::send_input(const WorkgroupContext& wg, const FusedPlan& plan
     await_released(local, route.peer, plan.epoch());
     std::memcpy(input_half(local, plan.epoch()) + route.offset, route.src,
                 route.floats * sizeof(float));
-    plan.release(wg, flags_[local], input_flag(route.flag), route.peer, mark, bytes);
+    plan.release(wg, input_flags_[local], route.flag, route.peer, mark, bytes);
   } else {
     plan.send(wg, route.src, static_cast<int>(route.floats), MPI_FLOAT, route.peer,
               static_cast<int>(input_tag(route.flag)), mark, bytes);

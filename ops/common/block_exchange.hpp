@@ -96,11 +96,18 @@ class BlockExchange {
   /// Adds the exchange's regions to the operator's segment layout: `flags` block flags (plus one
   /// header flag per rank and the done flag), two inbox halves of `inbox_floats` each, and two
   /// halves of `header_words` words per rank (0: the operator passes no PeerHeaders).
-  /// With inputs (run()'s `input_sends`): two input halves of `input_floats` each and
-  /// `input_flags` more flags.
   void reserve(SegmentLayout& layout, int ranks, std::size_t flags, std::size_t inbox_floats,
-               std::size_t header_words = 0, std::size_t input_floats = 0,
-               std::size_t input_flags = 0);
+               std::size_t header_words = 0);
+  /// For calls with inputs (run()'s `input_sends`): two input halves of `input_floats` each and
+  /// `input_flags` flags, in a segment of their own that map_inputs() allocates.
+  void reserve_inputs(std::size_t input_floats, std::size_t input_flags);
+  /// Collective over the node, once (later calls return at once): allocates the inputs' segment.
+  /// An operator calls it at the start of its first fused call with inputs, on every rank whether
+  /// or not this rank's call moves any input, so contexts that never make such a call never hold
+  /// that memory (it can be far larger than the rest: every peer's rows).
+  void map_inputs();
+  /// Bytes of this rank's share of the inputs' segment: 0 until map_inputs().
+  std::size_t input_bytes() const { return inputs_ ? inputs_->bytes() : 0; }
   /// After ctx.map_segment(): binds the regions; `ld` is the row stride of every rank's output
   /// and inbox; `what` names an arriving block in timeout errors.
   void bind(OpContext& ctx, std::size_t ld, const char* what);
@@ -140,9 +147,10 @@ class BlockExchange {
   std::size_t header_tag() const { return flag_count_; }
   /// MPI tag of input `flag`: after the header's (the operator checks the last fits MPI_TAG_UB).
   std::size_t input_tag(std::size_t flag) const { return flag_count_ + 1 + flag; }
-  /// On-node rank `local`'s input half of the call with epoch `epoch`.
+  /// On-node rank `local`'s input half of the call with epoch `epoch` (after map_inputs()).
   float* input_half(int local, std::uint32_t epoch) const {
-    return ctx_->region(local, input_offset_) + (epoch & 1u) * input_floats_;
+    return reinterpret_cast<float*>(inputs_->segment(local) + input_offset_) +
+           (epoch & 1u) * input_floats_;
   }
 
  private:
@@ -169,15 +177,16 @@ class BlockExchange {
   }
   std::size_t header_flag(int src) const { return flag_count_ + src; }
   std::size_t done_flag() const { return flag_count_ + ranks_; }
-  std::size_t input_flag(std::size_t flag) const { return flag_count_ + ranks_ + 1 + flag; }
 
   OpContext* ctx_ = nullptr;
   std::size_t ranks_ = 0, flags_offset_ = 0, flag_count_ = 0, inbox_offset_ = 0, inbox_floats_ = 0;
   std::size_t header_offset_ = 0, header_words_ = 0, ld_ = 0;
   std::size_t input_offset_ = 0, input_floats_ = 0, input_flag_count_ = 0;
+  std::unique_ptr<SymmetricBuffer> inputs_;  // map_inputs(): [input flags][2 input halves]
+  std::vector<TileFlags> input_flags_;       // per on-node rank, in inputs_
   const char* what_ = "block";
   std::string header_what_, input_what_;
-  std::vector<TileFlags> flags_;  // per on-node rank: blocks, headers by source rank, done, inputs
+  std::vector<TileFlags> flags_;  // per on-node rank: blocks, headers by source rank, done
   std::vector<std::size_t> staged_;
   std::vector<std::uint64_t> header_out_;                  // [peer][word]: off-node headers sent
   std::unique_ptr<std::atomic<std::uint32_t>[]> checked_;  // [peer]: epoch whose header matched

@@ -88,12 +88,13 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   SegmentLayout layout;
   const auto other_local = static_cast<std::size_t>(topo.local_size - 1);
   // run_layer's input half: on each owner, one slot per other rank, as large as the rows that
-  // rank may send it (every owner's layout is the same size: the largest).
+  // rank may send it (every owner's layout is the same size: the largest). Mapped by the first
+  // fused run_layer call only (BlockExchange::map_inputs).
   std::size_t input_floats = 0;
   for (int o = 0; o < p; ++o)
     input_floats = std::max(input_floats, input_slot(o, p));
-  fused_exchange.reserve(layout, p, block_flags, other_local * slot_rows * n, 2 * most_experts,
-                         input_floats, input_flags);
+  fused_exchange.reserve(layout, p, block_flags, other_local * slot_rows * n, 2 * most_experts);
+  fused_exchange.reserve_inputs(input_floats, input_flags);
   ctx.map_segment(layout);
   fused_exchange.bind(ctx, n, "GemmAllToAll: result tile");
   headers.fill = [this](int peer, std::uint64_t* words) { fill_header(peer, words); };
@@ -231,6 +232,10 @@ void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights
   if (!weights.empty() || impl.local_experts == 0) impl.pack_weights(weights);  // else set_weights
   const auto tiles = impl.make_tiles(0, impl.local_experts, false);
   impl.ctx.run_compute(tiles.size(), [&](std::size_t i) { impl.gemm_to_send(x, tiles[i]); });
+}
+
+std::size_t bench::layer_input_bytes(GemmAllToAll& op) {
+  return detail::BenchAccess::impl(op).fused_exchange.input_bytes();
 }
 
 void bench::collective_only(GemmAllToAll& op, float* y) {

@@ -50,6 +50,7 @@ void GemmAllToAllImpl::dispatch_tokens(const float* tokens) {
 }
 
 void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
+  fused_exchange.map_inputs();  // the first fused run_layer call: collective over the node, once
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
   const std::size_t ne = local_experts;
   // Inputs sent: to each owner o, the rows routed to each of its experts, one block per GEMM row

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ops_test_util.hpp"
+#include "tilecomm/bench_hooks.hpp"
 
 namespace tilecomm::test {
 namespace {
@@ -224,6 +225,41 @@ TEST(GemmAllToAll, WeightsPackedOnceServeLaterCalls) {
   }
   std::vector<const float*> one_short(experts_of(me) - 1, fresh[0].data());
   EXPECT_THROW(op.set_weights(one_short), Error);
+}
+
+// run_layer's input halves (every peer's rows: the largest buffers of the context) are mapped by
+// the first fused run_layer call only: a context that calls run(), or run_layer in other modes,
+// never holds them. Results stay right across the mapping call.
+TEST(GemmAllToAll, LayerInputsAreMappedByTheFirstFusedLayerCallOnly) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  const MoeExperts ex(p, experts_of);
+  const std::size_t k = 9, n = 20;
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) { return small_int(g + i * 3 + j); };
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 300, 300);
+  op.set_weights(pointers(ex.weights(me, k, n, W)));
+  const MoeCall c = make_moe_call(
+      ex, p, me, k, n, [](int s, std::size_t g) { return static_cast<std::size_t>((s + g) % 4); },
+      [](int s, std::size_t g, std::size_t i, std::size_t kk) { return small_int(s + g + i + kk); },
+      W);
+  std::vector<float> y(c.ref.size());
+  for (Mode mode : {Mode::Sequential, Mode::Shaped, Mode::Fused}) {
+    op.run(c.x.data(), c.recv, c.send, y.data(), mode);
+    EXPECT_EQ(y, c.ref) << "run " << to_string(mode);
+  }
+  for (Mode mode : {Mode::Sequential, Mode::Shaped}) {
+    op.run_layer(c.tokens.data(), c.recv, c.send, y.data(), mode);
+    EXPECT_EQ(y, c.ref) << "run_layer " << to_string(mode);
+  }
+  EXPECT_EQ(bench::layer_input_bytes(op), 0u);
+  for (int call = 0; call < 3; ++call) {
+    std::fill(y.begin(), y.end(), -1.0f);
+    op.run_layer(c.tokens.data(), c.recv, c.send, y.data(), Mode::Fused);
+    EXPECT_EQ(y, c.ref) << "fused run_layer call " << call;
+  }
+  // Two halves of every other rank's rows (at most 300 each) x K floats, plus flags.
+  EXPECT_GE(bench::layer_input_bytes(op), p > 1 ? 2 * (p - 1) * 300 * k * sizeof(float) : 0u);
 }
 
 TEST(GemmAllToAll, MatchesReferenceInEveryMode) {
