@@ -366,6 +366,30 @@ TEST(AllToAllSkew, GemmMismatchWithoutVerifyMode) {
     }
 }
 
+// The first fused run_layer call maps the dispatch inputs' shared memory (a blocking collective
+// allocation). Without verify mode, a rank that raises on a bad argument before that call moves
+// anything must leave its peers a Timeout within the deadline, never a hang in the allocation.
+TEST(AllToAllSkew, GemmLayerBadArgumentOnTheMappingCallWithoutVerifyMode) {
+  const int p = test::world_size(), me = test::world_rank();
+  if (p == 1) GTEST_SKIP() << "needs peers";
+  const double timeout_s = 2.0;
+  Communicator comm(MPI_COMM_WORLD, unverified(0, timeout_s));
+  Device dev(test_device_config());
+  GemmAllToAll op(comm, dev, 1, 4, 4, 100, 100);
+  std::vector<std::size_t> recv(p, 1), send(op.num_experts(), 1);
+  std::vector<float> x(100 * 4, 1.0f), y(100 * 4), w(16, 1.0f);
+  const std::vector<const float*> wp = {w.data()};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string code = "OK";
+  try {
+    op.run_layer(wp, me == 0 ? nullptr : x.data(), recv, send, y.data(), Mode::Fused);
+  } catch (const Error& e) {
+    code = to_string(e.code());
+  }
+  EXPECT_LT(seconds_since(t0), timeout_s + 3.0) << code;
+  EXPECT_EQ(code, me == 0 ? "InvalidArgument" : "Timeout");
+}
+
 // Without verify mode a count that cannot pair up with this rank's own expert is found locally,
 // before any tile moves, and the context stays usable.
 TEST(AllToAllSkew, GemmLocalMismatchLeavesContextUsable) {
