@@ -17,19 +17,32 @@ constexpr const char* kDtypeNames = "float32, float64, int32, int64, bfloat16";
 /// "torch.float16": how Python prints a dtype.
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kShort: return "torch.int16";
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kBool: return "torch.bool";
-    case at::kComplexFloat: return "torch.complex64";
-    case at::kComplexDouble: return "torch.complex128";
-    default: return std::string("torch.") + c10::toString(t);
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kInt:
+      return "torch.int32";
+    case at::kLong:
+      return "torch.int64";
+    case at::kShort:
+      return "torch.int16";
+    case at::kChar:
+      return "torch.int8";
+    case at::kByte:
+      return "torch.uint8";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    default:
+      return std::string("torch.") + c10::toString(t);
   }
 }
 
@@ -40,11 +53,16 @@ bool supported(at::ScalarType t) {
 
 DataType data_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return DataType::Float32;
-    case at::kDouble: return DataType::Float64;
-    case at::kInt: return DataType::Int32;
-    case at::kLong: return DataType::Int64;
-    default: return DataType::BFloat16;  // the only other type check() lets through
+    case at::kFloat:
+      return DataType::Float32;
+    case at::kDouble:
+      return DataType::Float64;
+    case at::kInt:
+      return DataType::Int32;
+    case at::kLong:
+      return DataType::Int64;
+    default:
+      return DataType::BFloat16;  // the only other type check() lets through
   }
 }
 
@@ -65,7 +83,9 @@ void same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& whe
                    "; they must match");
 }
 
-std::size_t count_of(const at::Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+std::size_t count_of(const at::Tensor& t) {
+  return static_cast<std::size_t>(t.numel());
+}
 
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& where) {
   TORCH_CHECK_VALUE(tensors.size() == 1, where,
@@ -78,26 +98,30 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::stri
 /// ValueError for the others, TypeError for avg of integers.
 ReduceOp reduce_op(const c10d::ReduceOp& op, const at::Tensor& t, bool& avg,
                    const std::string& where) {
-  static const char* const kNames[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX",
-                                       "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+  static const char* const kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",       "MAX",
+                                       "BAND", "BOR", "BXOR",    "PREMUL_SUM"};
   avg = false;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ReduceOp::Sum;
-    case c10d::ReduceOp::MAX: return ReduceOp::Max;
-    case c10d::ReduceOp::MIN: return ReduceOp::Min;
+    case c10d::ReduceOp::SUM:
+      return ReduceOp::Sum;
+    case c10d::ReduceOp::MAX:
+      return ReduceOp::Max;
+    case c10d::ReduceOp::MIN:
+      return ReduceOp::Min;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK_TYPE(t.is_floating_point(), "avg of ", dtype_name(t.scalar_type()),
                        " tensors is not defined; use sum");
       avg = true;
       return ReduceOp::Sum;
-    default: break;
+    default:
+      break;
   }
   const auto k = static_cast<std::size_t>(op.op_);
-  C10_THROW_ERROR(ValueError,
-                  c10::str(where, ": reduce op RedOpType.",
-                           k < std::size(kNames) ? kNames[k] : "UNKNOWN",
-                           " is not supported by the tilecomm backend (supported: sum, max, min, "
-                           "avg; gloo provides product and the bitwise ops)"));
+  C10_THROW_ERROR(
+      ValueError,
+      c10::str(where, ": reduce op RedOpType.", k < std::size(kNames) ? kNames[k] : "UNKNOWN",
+               " is not supported by the tilecomm backend (supported: sum, max, min, "
+               "avg; gloo provides product and the bitwise ops)"));
 }
 
 [[noreturn]] void unsupported(const char* op) {
@@ -158,7 +182,8 @@ std::vector<std::size_t> split_counts(const at::Tensor& t, const std::vector<int
     TORCH_CHECK_VALUE(false, where, ": ", list, "] must be ", p,
                       " non-negative sizes summing to dim 0 (", rows, ")");
   }
-  for (int64_t s : splits) counts.push_back(static_cast<std::size_t>(s * row));
+  for (int64_t s : splits)
+    counts.push_back(static_cast<std::size_t>(s * row));
   return counts;
 }
 
@@ -195,8 +220,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::run(c10d::OpType type, cons
                                            std::move(outputs), std::move(keep), state_);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allreduce(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allreduce(std::vector<at::Tensor>& tensors,
+                                                               const c10d::AllreduceOptions& opts) {
   const std::string where = "all_reduce";
   at::Tensor t = single(tensors, where);
   bool avg = false;
@@ -204,34 +229,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allreduce(
   std::function<void()> finish;
   if (avg) finish = [t, p = size_] { t.div_(p); };
   void* buf = t.data_ptr();
-  return run(
-      c10d::OpType::ALLREDUCE,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return iallreduce(c, buf, buf, count_of(t), data_type(t), op);
-        tilecomm::allreduce(c, buf, buf, count_of(t), data_type(t), op);
-        return Request{};
-      },
-      std::move(finish), {t}, {t});
+  return run(c10d::OpType::ALLREDUCE,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking) return iallreduce(c, buf, buf, count_of(t), data_type(t), op);
+               tilecomm::allreduce(c, buf, buf, count_of(t), data_type(t), op);
+               return Request{};
+             },
+             std::move(finish), {t}, {t});
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::broadcast(
-    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::broadcast(std::vector<at::Tensor>& tensors,
+                                                               const c10d::BroadcastOptions& opts) {
   const std::string where = "broadcast";
   at::Tensor t = single(tensors, where);
   TORCH_CHECK_VALUE(opts.rootTensor == 0, where, ": root tensor ", opts.rootTensor,
                     ": one tensor per process");
-  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, where, ": root ",
-                    opts.rootRank, " is not a rank of the group (size ", size_, ")");
+  TORCH_CHECK_VALUE(opts.rootRank >= 0 && opts.rootRank < size_, where, ": root ", opts.rootRank,
+                    " is not a rank of the group (size ", size_, ")");
   const int root = static_cast<int>(opts.rootRank);
   void* buf = t.data_ptr();
-  return run(
-      c10d::OpType::BROADCAST,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return ibroadcast(c, buf, count_of(t), data_type(t), root);
-        tilecomm::broadcast(c, buf, count_of(t), data_type(t), root);
-        return Request{};
-      },
-      nullptr, {t}, {t});
+  return run(c10d::OpType::BROADCAST,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking) return ibroadcast(c, buf, count_of(t), data_type(t), root);
+               tilecomm::broadcast(c, buf, count_of(t), data_type(t), root);
+               return Request{};
+             },
+             nullptr, {t}, {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::_allgather_base(
@@ -240,19 +263,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::_allgather_base(
   check(output, where + ": output");
   check(input, where + ": input");
   same_dtype(output, input, where);
-  TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(), where, ": output has ",
-                    output.numel(), " elements, expected group size ", size_, " x input's ",
-                    input.numel());
+  TORCH_CHECK_VALUE(output.numel() == size_ * input.numel(), where, ": output has ", output.numel(),
+                    " elements, expected group size ", size_, " x input's ", input.numel());
   const void* send = input.data_ptr();
   void* recv = output.data_ptr();
-  return run(
-      c10d::OpType::_ALLGATHER_BASE,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return iallgather(c, send, recv, count_of(input), data_type(input));
-        tilecomm::allgather(c, send, recv, count_of(input), data_type(input));
-        return Request{};
-      },
-      nullptr, {output}, {output, input});
+  return run(c10d::OpType::_ALLGATHER_BASE,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking) return iallgather(c, send, recv, count_of(input), data_type(input));
+               tilecomm::allgather(c, send, recv, count_of(input), data_type(input));
+               return Request{};
+             },
+             nullptr, {output}, {output, input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allgather(
@@ -260,8 +281,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allgather(
     const c10d::AllgatherOptions& /*opts*/) {
   const std::string where = "all_gather";
   at::Tensor t = single(inputs, where);
-  TORCH_CHECK_VALUE(output_lists.size() == 1 && output_lists[0].size() == std::size_t(size_),
-                    where, ": needs one list of ", size_, " output tensors");
+  TORCH_CHECK_VALUE(output_lists.size() == 1 && output_lists[0].size() == std::size_t(size_), where,
+                    ": needs one list of ", size_, " output tensors");
   std::vector<at::Tensor> outs = output_lists[0];
   for (std::size_t k = 0; k < outs.size(); ++k) {
     check(outs[k], where + ": output[" + std::to_string(k) + "]");
@@ -276,14 +297,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allgather(
     for (std::size_t k = 0; k < outs.size(); ++k)
       outs[k].copy_(flat[static_cast<int64_t>(k)].view(outs[k].sizes()));
   };
-  return run(
-      c10d::OpType::ALLGATHER,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return iallgather(c, send, recv, count_of(t), data_type(t));
-        tilecomm::allgather(c, send, recv, count_of(t), data_type(t));
-        return Request{};
-      },
-      finish, outs, {flat, t});
+  return run(c10d::OpType::ALLGATHER,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking) return iallgather(c, send, recv, count_of(t), data_type(t));
+               tilecomm::allgather(c, send, recv, count_of(t), data_type(t));
+               return Request{};
+             },
+             finish, outs, {flat, t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::_reduce_scatter_base(
@@ -292,23 +312,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::_reduce_scatter_base(
   check(output, where + ": output");
   check(input, where + ": input");
   same_dtype(output, input, where);
-  TORCH_CHECK_VALUE(input.numel() == size_ * output.numel(), where, ": input has ",
-                    input.numel(), " elements, expected group size ", size_, " x output's ",
-                    output.numel());
+  TORCH_CHECK_VALUE(input.numel() == size_ * output.numel(), where, ": input has ", input.numel(),
+                    " elements, expected group size ", size_, " x output's ", output.numel());
   bool avg = false;
   const ReduceOp op = reduce_op(opts.reduceOp, output, avg, where);
   std::function<void()> finish;
   if (avg) finish = [output, p = size_] { output.div_(p); };
   const void* send = input.data_ptr();
   void* recv = output.data_ptr();
-  return run(
-      c10d::OpType::_REDUCE_SCATTER_BASE,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return ireduce_scatter(c, send, recv, count_of(output), data_type(output), op);
-        tilecomm::reduce_scatter(c, send, recv, count_of(output), data_type(output), op);
-        return Request{};
-      },
-      std::move(finish), {output}, {output, input});
+  return run(c10d::OpType::_REDUCE_SCATTER_BASE,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking)
+                 return ireduce_scatter(c, send, recv, count_of(output), data_type(output), op);
+               tilecomm::reduce_scatter(c, send, recv, count_of(output), data_type(output), op);
+               return Request{};
+             },
+             std::move(finish), {output}, {output, input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::reduce_scatter(
@@ -316,8 +335,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   const std::string where = "reduce_scatter";
   at::Tensor out = single(outputs, where);
-  TORCH_CHECK_VALUE(input_lists.size() == 1 && input_lists[0].size() == std::size_t(size_),
-                    where, ": needs one list of ", size_, " input tensors");
+  TORCH_CHECK_VALUE(input_lists.size() == 1 && input_lists[0].size() == std::size_t(size_), where,
+                    ": needs one list of ", size_, " input tensors");
   std::vector<at::Tensor> flats;
   for (std::size_t k = 0; k < input_lists[0].size(); ++k) {
     const at::Tensor& t = input_lists[0][k];
@@ -334,14 +353,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::reduce_scatter(
   at::Tensor flat = at::cat(flats);
   const void* send = flat.data_ptr();
   void* recv = out.data_ptr();
-  return run(
-      c10d::OpType::REDUCE_SCATTER,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return ireduce_scatter(c, send, recv, count_of(out), data_type(out), op);
-        tilecomm::reduce_scatter(c, send, recv, count_of(out), data_type(out), op);
-        return Request{};
-      },
-      std::move(finish), {out}, {flat, out});
+  return run(c10d::OpType::REDUCE_SCATTER,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking)
+                 return ireduce_scatter(c, send, recv, count_of(out), data_type(out), op);
+               tilecomm::reduce_scatter(c, send, recv, count_of(out), data_type(out), op);
+               return Request{};
+             },
+             std::move(finish), {out}, {flat, out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::alltoall_base(
@@ -359,14 +378,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::alltoall_base(
                       ": without split sizes input (", input.numel(), " elements) and output (",
                       output.numel(), ") must be equal and divisible by the group size ", size_);
     const std::size_t count = count_of(input) / static_cast<std::size_t>(size_);
-    return run(
-        c10d::OpType::ALLTOALL_BASE,
-        [&](Communicator& c, bool blocking) {
-          if (!blocking) return ialltoall(c, send, recv, count, dt);
-          tilecomm::alltoall(c, send, recv, count, dt);
-          return Request{};
-        },
-        nullptr, {output}, {output, input});
+    return run(c10d::OpType::ALLTOALL_BASE,
+               [&](Communicator& c, bool blocking) {
+                 if (!blocking) return ialltoall(c, send, recv, count, dt);
+                 tilecomm::alltoall(c, send, recv, count, dt);
+                 return Request{};
+               },
+               nullptr, {output}, {output, input});
   }
   const VarLayout sl =
       layout(split_counts(input, input_split_sizes, size_, where + ": input_split_sizes"),
@@ -374,14 +392,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::alltoall_base(
   const VarLayout rl =
       layout(split_counts(output, output_split_sizes, size_, where + ": output_split_sizes"),
              count_of(output));
-  return run(
-      c10d::OpType::ALLTOALL_BASE,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return ialltoallv(c, send, sl, recv, rl, dt);
-        tilecomm::alltoallv(c, send, sl, recv, rl, dt);
-        return Request{};
-      },
-      nullptr, {output}, {output, input});
+  return run(c10d::OpType::ALLTOALL_BASE,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking) return ialltoallv(c, send, sl, recv, rl, dt);
+               tilecomm::alltoallv(c, send, sl, recv, rl, dt);
+               return Request{};
+             },
+             nullptr, {output}, {output, input});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::alltoall(
@@ -403,7 +420,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::alltoall(
     same_dtype(outputs[k], inputs[0], where);
     recv_counts.push_back(count_of(outputs[k]));
   }
-  for (const at::Tensor& t : inputs) same_dtype(t, inputs[0], where);
+  for (const at::Tensor& t : inputs)
+    same_dtype(t, inputs[0], where);
   at::Tensor send = at::cat(flats);
   const std::size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
   at::Tensor recv = at::empty({static_cast<int64_t>(total)}, inputs[0].options());
@@ -418,26 +436,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::alltoall(
     }
   };
   const DataType dt = data_type(inputs[0]);
-  return run(
-      c10d::OpType::ALLTOALL,
-      [&](Communicator& c, bool blocking) {
-        if (!blocking) return ialltoallv(c, send.data_ptr(), sl, recv.data_ptr(), rl, dt);
-        tilecomm::alltoallv(c, send.data_ptr(), sl, recv.data_ptr(), rl, dt);
-        return Request{};
-      },
-      finish, outs, {send, recv});
+  return run(c10d::OpType::ALLTOALL,
+             [&](Communicator& c, bool blocking) {
+               if (!blocking) return ialltoallv(c, send.data_ptr(), sl, recv.data_ptr(), rl, dt);
+               tilecomm::alltoallv(c, send.data_ptr(), sl, recv.data_ptr(), rl, dt);
+               return Request{};
+             },
+             finish, outs, {send, recv});
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::barrier(
-    const c10d::BarrierOptions& /*opts*/) {
-  return run(
-      c10d::OpType::BARRIER,
-      [](Communicator& c, bool blocking) {
-        if (!blocking) return ibarrier(c);
-        tilecomm::barrier(c);
-        return Request{};
-      },
-      nullptr, {}, {});
+c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::barrier(const c10d::BarrierOptions& /*opts*/) {
+  return run(c10d::OpType::BARRIER,
+             [](Communicator& c, bool blocking) {
+               if (!blocking) return ibarrier(c);
+               tilecomm::barrier(c);
+               return Request{};
+             },
+             nullptr, {}, {});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allreduce_coalesced(
@@ -453,12 +468,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::allgather_coalesced(
     const c10d::AllgatherOptions&) {
   unsupported("allgather_coalesced");
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::gather(
-    std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const c10d::GatherOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::gather(std::vector<std::vector<at::Tensor>>&,
+                                                            std::vector<at::Tensor>&,
+                                                            const c10d::GatherOptions&) {
   unsupported("gather");
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::scatter(
-    std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&, const c10d::ScatterOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::scatter(std::vector<at::Tensor>&,
+                                                             std::vector<std::vector<at::Tensor>>&,
+                                                             const c10d::ScatterOptions&) {
   unsupported("scatter");
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::send(std::vector<at::Tensor>&, int, int) {
@@ -467,8 +484,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::send(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::recv(std::vector<at::Tensor>&, int, int) {
   unsupported("recv");
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::recvAnysource(std::vector<at::Tensor>&,
-                                                                   int) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupTilecomm::recvAnysource(std::vector<at::Tensor>&, int) {
   unsupported("recv_anysource");
 }
 void ProcessGroupTilecomm::monitoredBarrier(const c10d::BarrierOptions&, bool) {
@@ -492,7 +508,8 @@ returns a Work whose wait() completes it.
 )doc")
       .def(py::init([](py::handle state) {
              auto s = tp::state_from_capsule(state, "ProcessGroupTilecomm: state");
-             if (!s || !s->comm) throw py::value_error("ProcessGroupTilecomm: the communicator is closed");
+             if (!s || !s->comm)
+               throw py::value_error("ProcessGroupTilecomm: the communicator is closed");
              return c10::make_intrusive<tp::ProcessGroupTilecomm>(std::move(s));
            }),
            py::arg("state"))

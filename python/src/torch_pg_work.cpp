@@ -93,7 +93,9 @@ std::vector<at::Tensor> TilecommWork::result() {
   return outputs_;
 }
 
-void TilecommWork::synchronize() { complete(); }
+void TilecommWork::synchronize() {
+  complete();
+}
 
 bool TilecommWork::wait(std::chrono::milliseconds /*timeout*/) {
   complete();
