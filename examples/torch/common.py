@@ -29,13 +29,19 @@ def add_run_options(ap, module, perturb_help):
                     help=f"mode of the fused variant's {module}")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--perturb", action="store_true", help=perturb_help)
+    ap.add_argument("--pg", default="default", choices=["default", "cpp", "python"],
+                    help="the \"tilecomm\" process group's implementation (tilecomm.torch."
+                         "set_implementation; default: the C++ one when it was built)")
 
 
-def setup():
-    """One thread per rank for torch (one core per rank on the device model), the process groups.
+def setup(pg="default"):
+    """One thread per rank for torch (one core per rank on the device model), the process groups
+    (`pg`: the "tilecomm" group's implementation, "default", "cpp" or "python").
     Returns (MPI world, {"gloo": group, "tilecomm": group})."""
     torch.set_num_threads(1)
     world = MPI.COMM_WORLD
+    if pg != "default":
+        tilecomm.torch.set_implementation(pg)
     dist.init_process_group("tilecomm", **tilecomm.torch.mpi_rendezvous())
     groups = {"gloo": dist.new_group(backend="gloo"), "tilecomm": dist.group.WORLD}
     return world, groups

@@ -83,7 +83,7 @@ def main():
                            "change the fused variant's first table (the check must then fail)")
     args = ap.parse_args()
 
-    world, groups = common.setup()
+    world, groups = common.setup(args.pg)
     p, me = world.size, world.rank
     rows = [int(r) for r in args.rows.split(",")]
     T, d, B = len(rows), args.dim, args.batch

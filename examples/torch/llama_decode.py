@@ -152,7 +152,7 @@ def main():
                            "change one fused weight (the check must then fail)")
     args = ap.parse_args()
 
-    world, groups = common.setup()
+    world, groups = common.setup(args.pg)
     p, me = world.size, world.rank
     model = TPDecoder(args, me, p)
     model.fused_projections(args.mode, args.perturb)
