@@ -360,6 +360,11 @@ def test_both_implementations_on_one_group(groups, impl):
         dist.all_to_all([torch.ones(1)] * (p + 1), [torch.ones(1)] * (p + 1), group=pg)
     with pytest.raises(ValueError, match=r"all_gather: output\[0\] has 2 elements, input has 1"):
         dist.all_gather([torch.ones(2)] * p, torch.ones(1), group=pg)
+    with pytest.raises(ValueError, match=r"all_to_all_single: without split sizes"):  # async too
+        dist.all_to_all_single(torch.empty(2 * p), torch.ones(p), group=pg, async_op=True)
+    with pytest.raises(TypeError, match=r"reduce_scatter_tensor: input has dtype torch.float16"):
+        dist.reduce_scatter_tensor(torch.empty(1), torch.ones(p, dtype=torch.float16), group=pg,
+                                   async_op=True)
     with pytest.raises(RuntimeError, match=r"tilecomm backend does not provide gather"):
         dist.gather(torch.ones(1), [torch.ones(1)] * p if r == 0 else None, dst=0, group=pg)
     z = torch.ones(2, dtype=torch.bfloat16)
