@@ -5,6 +5,9 @@ barrier for CPU tensors, and no bfloat16: the other references are computed from
 of every rank's input in float64 / int64. Inputs are random small integers, so every sum is exact
 in any order and results are compared exactly, for every dtype. Errors must be raised before any
 communication: each error test is followed by a collective that must still agree on every rank.
+The world group is the default implementation (the C++ ProcessGroupTilecomm when tilecomm._torch_pg
+was built, else the Python PyProcessGroupTilecomm); test_both_implementations_on_one_group runs a
+group of each.
 """
 import gc
 import time
