@@ -12,7 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libhwloc-dev
   iproute2
   pybind11-dev python3-dev python3-numpy python3-mpi4py python3-pytest
-  python3-torch
+  python3-torch libtorch-dev
 )
 
 missing=()

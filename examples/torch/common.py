@@ -29,15 +29,26 @@ def add_run_options(ap, module, perturb_help):
                     help=f"mode of the fused variant's {module}")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--perturb", action="store_true", help=perturb_help)
+    ap.add_argument("--pg", default="default", choices=["default", "cpp", "python", "both"],
+                    help="the \"tilecomm\" process group's implementation (tilecomm.torch."
+                         "set_implementation; default: the C++ one when it was built); both: "
+                         "the default one, plus a variant tilecomm-py on a Python group")
 
 
-def setup():
-    """One thread per rank for torch (one core per rank on the device model), the process groups.
-    Returns (MPI world, {"gloo": group, "tilecomm": group})."""
+def setup(pg="default"):
+    """One thread per rank for torch (one core per rank on the device model), the process groups
+    (`pg`: the "tilecomm" group's implementation, "default", "cpp" or "python"; "both" adds a
+    Python group as "tilecomm-py"). Returns (MPI world, {"gloo": group, "tilecomm": group, ...})."""
     torch.set_num_threads(1)
     world = MPI.COMM_WORLD
+    if pg in ("cpp", "python"):
+        tilecomm.torch.set_implementation(pg)
     dist.init_process_group("tilecomm", **tilecomm.torch.mpi_rendezvous())
     groups = {"gloo": dist.new_group(backend="gloo"), "tilecomm": dist.group.WORLD}
+    if pg == "both":
+        previous = tilecomm.torch.set_implementation("python")
+        groups["tilecomm-py"] = dist.new_group(backend="tilecomm")
+        tilecomm.torch.set_implementation(previous)
     return world, groups
 
 
@@ -76,7 +87,7 @@ def report(title, unit, work_per_run, times, world):
         print(title)
         base = out["gloo"][0]
         for n, (med, lo, hi) in out.items():
-            print(f"  {n:<9} {med:10.1f} {unit}/s  [{lo:.1f}, {hi:.1f}]  "
+            print(f"  {n:<11} {med:10.1f} {unit}/s  [{lo:.1f}, {hi:.1f}]  "
                   f"x{med / base:.2f} vs gloo  ({len(rates[n])} runs)")
     return out
 

@@ -83,7 +83,7 @@ def main():
                            "change the fused variant's first table (the check must then fail)")
     args = ap.parse_args()
 
-    world, groups = common.setup()
+    world, groups = common.setup(args.pg)
     p, me = world.size, world.rank
     rows = [int(r) for r in args.rows.split(",")]
     T, d, B = len(rows), args.dim, args.batch
@@ -150,6 +150,8 @@ def main():
 
     exchanges = {"gloo": plain_exchange(groups["gloo"]),
                  "tilecomm": plain_exchange(groups["tilecomm"]), "fused": fused_exchange}
+    if "tilecomm-py" in groups:  # --pg both
+        exchanges["tilecomm-py"] = plain_exchange(groups["tilecomm-py"])
 
     def run(exchange):
         return [forward(exchange, *b) for b in batches]
@@ -163,7 +165,7 @@ def main():
         # First run of each variant: warm-up and the outputs that are checked.
         out = {n: run(ex) for n, ex in exchanges.items()}
         errors = {}
-        for n in ("tilecomm", "fused"):
+        for n in [v for v in out if v != "gloo"]:
             for what, k in (("embeddings", 0), ("logits", 1)):
                 errors[f"{n} vs gloo, {what} max relative error"] = max(
                     common.max_rel_error(a[k], b[k]) for a, b in zip(out["gloo"], out[n]))

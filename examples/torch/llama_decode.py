@@ -152,7 +152,7 @@ def main():
                            "change one fused weight (the check must then fail)")
     args = ap.parse_args()
 
-    world, groups = common.setup()
+    world, groups = common.setup(args.pg)
     p, me = world.size, world.rank
     model = TPDecoder(args, me, p)
     model.fused_projections(args.mode, args.perturb)
@@ -175,6 +175,8 @@ def main():
 
     fns = {"gloo": plain(groups["gloo"]), "tilecomm": plain(groups["tilecomm"]),
            "fused": (fused_row_parallel, plain(groups["tilecomm"])[1])}
+    if "tilecomm-py" in groups:  # --pg both
+        fns["tilecomm-py"] = plain(groups["tilecomm-py"])
 
     if me == 0:
         print(f"llama_decode: {p} ranks, {args.layers} layers, hidden {args.hidden} "
@@ -187,7 +189,7 @@ def main():
         out = {n: model.generate(args.tokens, *f) for n, f in fns.items()}
         ref_tokens, ref_logits = out["gloo"]
         errors = {}
-        for n in ("tilecomm", "fused"):
+        for n in [v for v in out if v != "gloo"]:
             tokens, logits = out[n]
             errors[f"{n} vs gloo, logits max relative error"] = max(common.max_rel_error(a, b)
                                                 for a, b in zip(ref_logits, logits))

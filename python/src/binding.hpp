@@ -60,6 +60,35 @@ struct PyDevice {
 /// True once MPI_Finalize has run: destructors that would call MPI must not run then.
 bool mpi_finalized();
 
+/// A communicator's state handed between the extension modules (tilecomm._core and
+/// tilecomm._torch_pg, which share one libtilecomm.so): a PyCapsule named kStateCapsule owning a
+/// std::shared_ptr<CommState>. Communicator._state() makes one, Communicator._from_state(capsule)
+/// wraps one in a new handle, and the C++ torch process group keeps the pointer.
+inline constexpr const char* kStateCapsule = "tilecomm.CommState";
+
+inline py::capsule state_capsule(std::shared_ptr<CommState> state) {
+  auto* owned = new std::shared_ptr<CommState>(std::move(state));
+  PyObject* cap = PyCapsule_New(owned, kStateCapsule, [](PyObject* c) {
+    delete static_cast<std::shared_ptr<CommState>*>(PyCapsule_GetPointer(c, kStateCapsule));
+  });
+  if (cap == nullptr) {
+    delete owned;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(cap);
+}
+
+/// The state in a capsule from state_capsule(); TypeError for anything else.
+inline std::shared_ptr<CommState> state_from_capsule(py::handle obj, const std::string& where) {
+  void* p =
+      PyCapsule_CheckExact(obj.ptr()) ? PyCapsule_GetPointer(obj.ptr(), kStateCapsule) : nullptr;
+  if (p == nullptr) {
+    PyErr_Clear();
+    throw py::type_error(where + " must be a capsule from tilecomm.Communicator._state()");
+  }
+  return *static_cast<std::shared_ptr<CommState>*>(p);
+}
+
 /// Whether `obj` is a torch.Tensor (false without importing torch when torch is not loaded).
 bool is_tensor(py::handle obj);
 /// The numpy array sharing a tensor's memory, after the tensor checks: CPU (else ValueError),

@@ -186,6 +186,21 @@ collective: the communicator is freed once no operator context uses it.
                              [](const PyCommunicator& c) { return c.get().comm->local_size(); })
       .def_property_readonly("closed", [](const PyCommunicator& c) { return !c.state; })
       .def(
+          "_state",
+          [](const PyCommunicator& c) {
+            c.get();
+            return state_capsule(c.state);
+          },
+          "Internal: a capsule sharing this communicator (the C++ torch process group holds it).")
+      .def_static(
+          "_from_state",
+          [](py::handle capsule) {
+            auto p = std::make_shared<PyCommunicator>();
+            p->state = state_from_capsule(capsule, "Communicator._from_state: state");
+            return p;
+          },
+          "Internal: a new handle on the communicator in a capsule from _state().")
+      .def(
           "barrier",
           [](const PyCommunicator& c) {
             CommState& s = c.get();

@@ -5,7 +5,13 @@ barrier for CPU tensors, and no bfloat16: the other references are computed from
 of every rank's input in float64 / int64. Inputs are random small integers, so every sum is exact
 in any order and results are compared exactly, for every dtype. Errors must be raised before any
 communication: each error test is followed by a collective that must still agree on every rank.
+The world group is the default implementation (the C++ ProcessGroupTilecomm when tilecomm._torch_pg
+was built, else the Python PyProcessGroupTilecomm); test_both_implementations_on_one_group runs a
+group of each.
 """
+import gc
+import time
+
 import numpy as np
 import pytest
 
@@ -229,8 +235,12 @@ def test_bad_tensors_raise_before_communicating(groups):
     p = dist.get_world_size()
     with pytest.raises(TypeError, match=r"all_reduce: tensor has dtype torch.float16"):
         dist.all_reduce(torch.ones(4, dtype=torch.float16))
-    with pytest.raises(ValueError, match=r"all_reduce: tensor must be a CPU tensor, got device meta"):
-        dist.all_reduce(torch.ones(4, device="meta"))
+    if isinstance(groups[0], tilecomm.torch.PyProcessGroupTilecomm):
+        with pytest.raises(ValueError, match=r"all_reduce: tensor must be a CPU tensor, got device meta"):
+            dist.all_reduce(torch.ones(4, device="meta"))
+    else:  # torch's C++ dispatcher (c10d::allreduce_ has CPU and CUDA kernels only) refuses it
+        with pytest.raises(NotImplementedError, match=r"c10d::allreduce_' with arguments from the '\w*Meta' backend"):
+            dist.all_reduce(torch.ones(4, device="meta"))
     with pytest.raises(ValueError, match=r"broadcast: tensor must be contiguous"):
         dist.broadcast(torch.ones(4, 6)[:, ::2], src=0)
     with pytest.raises(ValueError, match=r"all_gather_into_tensor: output has 5 elements"):
@@ -265,14 +275,102 @@ def test_unsupported_operations_name_themselves_and_gloo(groups, call):
 
 
 def test_blocking_callers_block_and_async_callers_post(groups, monkeypatch):
-    calls = []
-    for name in ("allreduce", "iallreduce", "ibarrier"):
-        real = getattr(tilecomm, name)
-        monkeypatch.setattr(tilecomm, name,
-                            lambda *a, _n=name, _r=real, **k: calls.append(_n) or _r(*a, **k))
+    """A torch.distributed call with async_op=False runs tilecomm's blocking call; async_op=True
+    and a direct call on the group post the non-blocking one (counted by the C++ group; the
+    Python group's calls to tilecomm are observed)."""
+    pg = groups[0]
     x = torch.ones(3)
-    dist.all_reduce(x)
-    dist.all_reduce(x, async_op=True).wait()
-    dist.barrier(async_op=True).wait()
-    assert calls == ["allreduce", "iallreduce", "ibarrier"]
+    if isinstance(pg, tilecomm.torch.PyProcessGroupTilecomm):
+        calls = []
+        for name in ("allreduce", "iallreduce", "ibarrier"):
+            real = getattr(tilecomm, name)
+            monkeypatch.setattr(tilecomm, name,
+                                lambda *a, _n=name, _r=real, **k: calls.append(_n) or _r(*a, **k))
+        dist.all_reduce(x)
+        dist.all_reduce(x, async_op=True).wait()
+        dist.barrier(async_op=True).wait()
+        assert calls == ["allreduce", "iallreduce", "ibarrier"]
+    else:
+        blocking, posted = pg._calls
+        dist.all_reduce(x)
+        assert pg._calls == (blocking + 1, posted)
+        dist.all_reduce(x, async_op=True).wait()
+        assert pg._calls == (blocking + 1, posted + 1)
+        dist.barrier(async_op=True).wait()
+        dist.barrier()
+        assert pg._calls == (blocking + 2, posted + 2)
+        pg.allreduce([torch.zeros(1)]).wait()  # a direct call: torch does not wait for it
+        assert pg._calls == (blocking + 2, posted + 3)
     assert torch.equal(x, torch.full((3,), float(dist.get_world_size() ** 2)))
+
+
+def test_cpp_group_is_the_default_when_built(groups):
+    pg = groups[0]
+    if tilecomm.torch.ProcessGroupTilecomm is tilecomm.torch.PyProcessGroupTilecomm:
+        pytest.skip("tilecomm._torch_pg was not built (no libtorch-dev): the Python group only")
+    assert type(pg).__module__ == "tilecomm._torch_pg"
+    assert repr(pg) == f"ProcessGroupTilecomm(rank={dist.get_rank()}, size={dist.get_world_size()})"
+    # .comm: a tilecomm.Communicator on the group's own communicator, usable beside the group
+    comm = pg.comm
+    assert isinstance(comm, tilecomm.Communicator)
+    assert (comm.rank, comm.size) == (dist.get_rank(), dist.get_world_size())
+    a = np.full(5, dist.get_rank() + 1, dtype=np.int64)
+    t = torch.full((5,), dist.get_rank() + 1, dtype=torch.int64)
+    w = dist.all_reduce(t, async_op=True)
+    tilecomm.allreduce(comm, a, a)  # the same communicator: runs after the posted all_reduce
+    w.wait()
+    p = dist.get_world_size()
+    assert (a == p * (p + 1) // 2).all() and torch.equal(t, torch.from_numpy(a))
+
+
+@pytest.mark.parametrize("impl", ["cpp", "python"])
+def test_both_implementations_on_one_group(groups, impl):
+    """set_implementation picks the class of groups made afterwards; both give the same results
+    and Work semantics: wait() after completion, is_completed() reaching True without wait(),
+    result(), a Work dropped before completion still completing its call."""
+    if impl == "cpp" and tilecomm.torch.ProcessGroupTilecomm is tilecomm.torch.PyProcessGroupTilecomm:
+        pytest.skip("tilecomm._torch_pg was not built")
+    previous = tilecomm.torch.set_implementation(impl)
+    try:
+        pg = dist.new_group(backend="tilecomm")
+    finally:
+        tilecomm.torch.set_implementation(previous)
+    want = tilecomm.torch.ProcessGroupTilecomm if impl == "cpp" else tilecomm.torch.PyProcessGroupTilecomm
+    assert type(pg) is want
+    p, r = dist.get_world_size(), dist.get_rank()
+    x = torch.full((1000,), float(r + 1))
+    work = dist.all_reduce(x, group=pg, async_op=True)
+    spins = 0
+    while not work.is_completed():  # completes on its own (the progress thread), no wait() needed
+        spins += 1
+        time.sleep(min(1e-3, 1e-6 * spins))
+        assert spins < 100000, "is_completed() never became True"
+    assert work.is_success()
+    if impl == "python":  # torch 1.13 cannot convert a C++ Work's exception() (an exception_ptr)
+        assert work.exception() is None
+    assert work.wait() and work.wait()  # waiting again after completion returns at once
+    (out,) = work.result()
+    assert out is x and torch.equal(x, torch.full((1000,), float(p * (p + 1) // 2)))
+    # dropped before completion: the Work's end waits for the call, and the result lands
+    y = torch.full((100000,), float(r))
+    dist.all_reduce(y, group=pg, async_op=True)
+    gc.collect()
+    assert torch.equal(y, torch.full((100000,), float(p * (p - 1) // 2)))
+    # errors before communication, the same from both
+    with pytest.raises(TypeError, match=r"all_gather_into_tensor: tensors have dtypes torch.float64 and torch.float32"):
+        dist.all_gather_into_tensor(torch.empty(p, dtype=torch.float64), torch.ones(1), group=pg)
+    with pytest.raises(ValueError, match=r"all_to_all: needs"):
+        dist.all_to_all([torch.ones(1)] * (p + 1), [torch.ones(1)] * (p + 1), group=pg)
+    with pytest.raises(ValueError, match=r"all_gather: output\[0\] has 2 elements, input has 1"):
+        dist.all_gather([torch.ones(2)] * p, torch.ones(1), group=pg)
+    with pytest.raises(ValueError, match=r"all_to_all_single: without split sizes"):  # async too
+        dist.all_to_all_single(torch.empty(2 * p), torch.ones(p), group=pg, async_op=True)
+    with pytest.raises(TypeError, match=r"reduce_scatter_tensor: input has dtype torch.float16"):
+        dist.reduce_scatter_tensor(torch.empty(1), torch.ones(p, dtype=torch.float16), group=pg,
+                                   async_op=True)
+    with pytest.raises(RuntimeError, match=r"tilecomm backend does not provide gather"):
+        dist.gather(torch.ones(1), [torch.ones(1)] * p if r == 0 else None, dst=0, group=pg)
+    z = torch.ones(2, dtype=torch.bfloat16)
+    dist.all_reduce(z, group=pg, op=dist.ReduceOp.AVG)
+    assert torch.equal(z, torch.ones(2, dtype=torch.bfloat16))
+    dist.barrier(group=pg)

@@ -10,10 +10,13 @@ The fused operator contexts (tilecomm.GemvAllReduce, EmbeddingAllToAll, GemmAllT
 CPU, contiguous float32 tensors directly, and RowParallelLinear, ShardedEmbeddingBags and
 MoEExperts are forward-only modules built on them (tilecomm/torch/modules.py).
 """
-from tilecomm.torch._backend import BACKEND, ProcessGroupTilecomm, mpi_rendezvous, register
+from tilecomm.torch._backend import (BACKEND, GROUP_TYPES, ProcessGroupTilecomm,
+                                     PyProcessGroupTilecomm, mpi_rendezvous, register,
+                                     set_implementation)
 from tilecomm.torch.modules import MoEExperts, RowParallelLinear, ShardedEmbeddingBags
 
 register()
 
-__all__ = ["BACKEND", "ProcessGroupTilecomm", "mpi_rendezvous", "RowParallelLinear",
+__all__ = ["BACKEND", "GROUP_TYPES", "ProcessGroupTilecomm", "PyProcessGroupTilecomm",
+           "set_implementation", "mpi_rendezvous", "RowParallelLinear",
            "ShardedEmbeddingBags", "MoEExperts"]

@@ -1,10 +1,16 @@
-"""The "tilecomm" torch.distributed backend: a Python subclass of torch's ProcessGroup.
+"""The "tilecomm" torch.distributed backend: a process group on a tilecomm.Communicator.
 
-Why Python: torch 1.13's ProcessGroup has a pybind11 trampoline (``ProcessGroup(rank, size)``
-can be subclassed), and every torch.distributed function calls the group's methods from Python,
-so no C++ extension against libtorch is needed. Each method checks its tensors (CPU, contiguous,
-a supported dtype, matching sizes) before any communication, then calls tilecomm's collectives on
-the numpy arrays that share the tensors' memory (bfloat16 as its 16 bits, dtype="bfloat16").
+Two implementations with the same operations, checks and messages:
+ - C++ (tilecomm._torch_pg, python/src/torch_pg*.cpp): a c10d::ProcessGroup subclass against
+   libtorch, built when Torch's CMake config and a torch the interpreter imports are found. It is
+   ProcessGroupTilecomm, and the default.
+ - Python (PyProcessGroupTilecomm, below): a Python subclass of torch's ProcessGroup trampoline
+   (torch 1.13's ProcessGroup(rank, size) can be subclassed, and every torch.distributed function
+   calls the group's methods from Python), calling tilecomm's collectives on the numpy arrays that
+   share the tensors' memory (bfloat16 as its 16 bits, dtype="bfloat16"). The fallback when the
+   C++ module was not built; set_implementation("python") selects it for groups made afterwards.
+Each method checks its tensors (CPU, contiguous, a supported dtype, matching sizes) before any
+communication.
 
 Communicator: the world group is MPI_COMM_WORLD (its rank and size must equal torch's); a group
 from ``dist.new_group(ranks)`` is ``MPI_Comm_create_group`` over those ranks of MPI_COMM_WORLD
@@ -16,6 +22,7 @@ import os
 import socket
 import sys
 import threading
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -230,7 +237,10 @@ def _create(backend_opts, pg_options):
             f"tilecomm backend: group rank {rank} of {size} but MPI's group has rank {mpi.rank} "
             f"of {mpi.size}"
         )
-    return ProcessGroupTilecomm(tilecomm.Communicator(mpi), mpi)
+    comm = tilecomm.Communicator(mpi)
+    if _implementation == "cpp":
+        return CppProcessGroupTilecomm(comm._state())
+    return PyProcessGroupTilecomm(comm, mpi)
 
 
 def mpi_rendezvous():
@@ -251,8 +261,9 @@ def mpi_rendezvous():
     return {"init_method": f"tcp://{addr}:{port}", "rank": world.rank, "world_size": world.size}
 
 
-class ProcessGroupTilecomm(ProcessGroup):
-    """torch.distributed process group on a tilecomm.Communicator. Made by torch through the
+class PyProcessGroupTilecomm(ProcessGroup):
+    """torch.distributed process group on a tilecomm.Communicator, in Python (the fallback of the
+    C++ ProcessGroupTilecomm, with the same behaviour). Made by torch through the
     registered backend ("tilecomm"), not by hand. Every collective is posted on the communicator
     in call order; async_op=True returns a Work whose wait() completes it."""
 
@@ -265,7 +276,7 @@ class ProcessGroupTilecomm(ProcessGroup):
         return BACKEND
 
     def __repr__(self):
-        return f"ProcessGroupTilecomm(rank={self.comm.rank}, size={self.comm.size})"
+        return f"PyProcessGroupTilecomm(rank={self.comm.rank}, size={self.comm.size})"
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -494,6 +505,35 @@ def _split_counts(t, splits, p, where):
             f"{where}: {splits} must be {p} non-negative sizes summing to dim 0 ({rows})"
         )
     return [s * row for s in splits]
+
+
+try:
+    from tilecomm._torch_pg import ProcessGroupTilecomm as CppProcessGroupTilecomm
+except ModuleNotFoundError:  # not built (no libtorch-dev): the Python group
+    CppProcessGroupTilecomm = None
+except ImportError as e:  # built but not loadable: say why, then use the Python group
+    warnings.warn(f"tilecomm.torch: the C++ process group does not load ({e}); using the Python one")
+    CppProcessGroupTilecomm = None
+
+#: The process group class of "tilecomm" groups (the C++ one when it was built).
+ProcessGroupTilecomm = CppProcessGroupTilecomm or PyProcessGroupTilecomm
+#: Both implementations, for isinstance checks.
+GROUP_TYPES = tuple(t for t in (CppProcessGroupTilecomm, PyProcessGroupTilecomm) if t is not None)
+_implementation = "cpp" if CppProcessGroupTilecomm is not None else "python"
+
+
+def set_implementation(name):
+    """Selects the process group made for "tilecomm" groups created afterwards: "cpp" (the
+    default when tilecomm._torch_pg was built) or "python". Returns the previous choice; "cpp"
+    without the C++ module is a RuntimeError."""
+    global _implementation
+    if name not in ("cpp", "python"):
+        raise ValueError(f"implementation must be 'cpp' or 'python', got {name!r}")
+    if name == "cpp" and CppProcessGroupTilecomm is None:
+        raise RuntimeError("tilecomm.torch: the C++ process group (tilecomm._torch_pg) was not built "
+                           "(it needs libtorch-dev at build time; see python/README.md)")
+    previous, _implementation = _implementation, name
+    return previous
 
 
 def register():

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import tilecomm
-from tilecomm.torch._backend import ProcessGroupTilecomm
+from tilecomm.torch._backend import GROUP_TYPES
 
 _MODES = ("auto", "sequential", "shaped", "fused")
 _shared = {}
@@ -33,12 +33,12 @@ _shared = {}
 def _comm(comm):
     if isinstance(comm, tilecomm.Communicator):
         return comm
-    if isinstance(comm, ProcessGroupTilecomm):
+    if isinstance(comm, GROUP_TYPES):
         return comm.comm
     if comm is not None:
         raise TypeError(f"comm must be a tilecomm.Communicator, a ProcessGroupTilecomm or None, "
                         f"got {type(comm).__name__}")
-    if dist.is_initialized() and isinstance(dist.group.WORLD, ProcessGroupTilecomm):
+    if dist.is_initialized() and isinstance(dist.group.WORLD, GROUP_TYPES):
         return dist.group.WORLD.comm
     if "comm" not in _shared:
         _shared["comm"] = tilecomm.Communicator(MPI.COMM_WORLD)
