@@ -1,5 +1,7 @@
 #include "runtime/wait.hpp"
 
+#include <sys/prctl.h>
+
 #include <cstdio>
 
 namespace tilecomm {
@@ -13,7 +15,19 @@ bool Backoff::tick() {
   return phase_ != Phase::Done;
 }
 
+Backoff::~Backoff() {
+  if (saved_slack_ >= 0)
+    prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_slack_), 0, 0, 0);
+}
+
 void Backoff::sleep() {
+  if (saved_slack_ == -1) {  // the first sleep of this wait: make sleeps last what they ask for
+    const long slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (slack > kSleepTimerSlackNs && prctl(PR_SET_TIMERSLACK, kSleepTimerSlackNs, 0, 0, 0) == 0)
+      saved_slack_ = slack;
+    else
+      saved_slack_ = -2;  // already precise (a device worker): nothing to restore
+  }
   std::this_thread::sleep_for(std::chrono::nanoseconds(sleep_ns_));
   sleep_ns_ = std::min(2 * sleep_ns_, sleep_max_ns_);
 }

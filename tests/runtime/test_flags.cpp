@@ -1,4 +1,6 @@
 // TileFlags (release/acquire handoff, epochs, timeouts, borrowed memory) and wait_until/Backoff.
+#include <sys/prctl.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -164,6 +166,29 @@ TEST(Backoff, SpinsThenSleeps) {
   // Spinning for 20 ms would take millions of polls; sleeping (<= 200 us each) takes few.
   EXPECT_LT(b.polls(), 50000u);
   EXPECT_GT(b.elapsed_s(), 0.015);
+}
+
+// The general wait spins at most 2 us before it yields, whatever TILECOMM_SPIN_US says: with the
+// whole spin_us (50 us) of spinning first, two ranks sharing a core paid it on every hand-over
+// (~55 us per 8-byte AllReduce instead of ~7 us; docs/runtime.md, "Waiting").
+TEST(Backoff, GeneralWaitYieldsAfterTwoMicroseconds) {
+  const WaitPolicy p = WaitPolicy::backoff(50.0);
+  EXPECT_LE(p.spin, std::chrono::microseconds(2));
+  EXPECT_EQ(p.yield_until, std::chrono::microseconds(164));  // polls as long as before
+  EXPECT_EQ(WaitPolicy::backoff(0.0).spin, std::chrono::nanoseconds(0));
+}
+
+// A wait's sleeps last what they ask for: the thread's timer slack is 1 us while the Backoff
+// sleeps and is restored when the wait ends (Linux's default 50 us stretched a 1 us sleep ~50x).
+TEST(Backoff, SleepsWithPreciseTimerSlackAndRestoresIt) {
+  const long before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  ASSERT_GT(before, kSleepTimerSlackNs) << "test thread already has a precise timer slack";
+  {
+    Backoff b(WaitPolicy::fixed_sleep(std::chrono::microseconds(1)));
+    b.pause();
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), kSleepTimerSlackNs);
+  }
+  EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), before);
 }
 
 }  // namespace
