@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   app.add_option("--ranks-per-node", s.ranks_per_node, "ranks per node");
   app.add_option("--cus", s.cus, "cores (CUs) per rank");
   app.add_option("--slots", s.slots, "WG slots per rank (the device's CUs x slots per CU)");
+  app.add_option("--cpu-share", s.cpu_share,
+                 "cores each rank really gets (default: --cus; < 1 when ranks share cores)");
   app.add_option("--chunks", s.options.shaped.chunks, "shaped: chunks");
   app.add_flag("--no-remote-first", no_remote_first, "fused: plain rank order");
   app.add_option("--link", link, "NIC rate per direction (default: the profile's MPI beta)");

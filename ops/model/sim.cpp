@@ -48,10 +48,13 @@ struct Event {
   bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
 };
 
-struct Consumer {  // a slot or the proxy using the CPU
-  bool active = false;
-  double remaining = 0;
-  std::uint64_t version = 0;
+// A slot or the proxy using the CPU until the rank's virtual work clock reaches `until`.
+struct Running {
+  double until;
+  int consumer;
+  bool operator>(const Running& o) const {
+    return std::tie(until, consumer) > std::tie(o.until, o.consumer);
+  }
 };
 
 struct Slot {
@@ -73,8 +76,12 @@ struct RankState {
   const SimRank* def = nullptr;
   std::size_t next_task = 0;
   std::vector<Slot> slots;
-  std::vector<Consumer> cpu;  // slots, then the proxy
-  double last = 0;            // when the consumers' remaining was last brought up to date
+  // Processor sharing: every consumer (a slot, or the proxy: index slots.size()) gets `rate`
+  // cores; `work` is the CPU seconds each has received since the start (virtual time), brought up
+  // to date at `last`; one CpuDone event (version `timer`) stands for the earliest end.
+  std::priority_queue<Running, std::vector<Running>, std::greater<>> running;
+  double work = 0, last = 0;
+  std::uint64_t timer = 0;
   int active = 0;
   std::deque<RecvJob> proxy_queue;
   bool proxy_busy = false;
@@ -92,7 +99,6 @@ class Engine {
       RankState& s = state_[r];
       s.def = &ranks[r];
       s.slots.resize(std::max(1, ranks[r].slots));
-      s.cpu.resize(s.slots.size() + 1);
       s.last = ranks[r].start;
       s.end = ranks[r].start;
       for (std::size_t k = 0; k < s.slots.size(); ++k)
@@ -150,55 +156,59 @@ class Engine {
 
   // ---- processor sharing of a rank's cores ----
   double rate(const RankState& s) const {
-    return s.active <= s.def->cores ? 1.0 : double(s.def->cores) / s.active;
+    const double cores = s.def->cores > 0 ? s.def->cores : 1.0;
+    return s.active <= cores ? std::min(1.0, cores) : cores / s.active;
   }
   void catch_up(RankState& s) {
-    const double r = rate(s), dt = now_ - s.last;
-    if (dt > 0)
-      for (Consumer& c : s.cpu)
-        if (c.active) c.remaining -= dt * r;
+    if (s.active > 0) s.work += (now_ - s.last) * rate(s);
     s.last = now_;
   }
-  void reschedule(int rank) {
+  // One event for the earliest end, at the current rate.
+  void schedule_cpu(int rank) {
     RankState& s = state_[rank];
-    const double r = rate(s);
-    for (std::size_t k = 0; k < s.cpu.size(); ++k) {
-      Consumer& c = s.cpu[k];
-      if (!c.active) continue;
-      ++c.version;
-      push({now_ + nonneg(c.remaining) / r, 0, EvType::CpuDone, rank, static_cast<int>(k),
-            c.version});
-    }
+    ++s.timer;
+    if (s.running.empty()) return;
+    const double left = std::max(0.0, s.running.top().until - s.work);
+    push({now_ + left / rate(s), 0, EvType::CpuDone, rank, 0, s.timer});
   }
   void use_cpu(int rank, int k, double seconds) {
     RankState& s = state_[rank];
     catch_up(s);
-    s.cpu[k] = {true, seconds, s.cpu[k].version};
+    s.running.push({s.work + seconds, k});
     ++s.active;
-    reschedule(rank);
+    schedule_cpu(rank);
   }
   void cpu_done(const Event& e) {
     RankState& s = state_[e.rank];
-    Consumer& c = s.cpu[e.slot];
-    if (!c.active || c.version != e.version) return;  // rescheduled since
+    if (e.version != s.timer) return;  // the rate or the earliest end changed since
     catch_up(s);
-    c.active = false;
-    --s.active;
-    reschedule(e.rank);
-    if (e.slot == static_cast<int>(s.slots.size())) {  // the proxy finished a receive
+    // Everything due by now (up to rounding) ends; each may start more work.
+    const double eps = 1e-12 * std::max(1.0, s.work);
+    std::vector<int> done;
+    while (!s.running.empty() && s.running.top().until <= s.work + eps) {
+      done.push_back(s.running.top().consumer);
+      s.running.pop();
+      --s.active;
+    }
+    schedule_cpu(e.rank);
+    for (int k : done) finished(e.rank, k);
+  }
+  void finished(int rank, int k) {
+    RankState& s = state_[rank];
+    if (k == static_cast<int>(s.slots.size())) {  // the proxy finished a receive
       s.proxy_busy = false;
-      visible(e.rank, s.proxy_job.src, s.proxy_job.key, s.proxy_job.node_wide);
-      start_proxy(e.rank);
+      visible(rank, s.proxy_job.src, s.proxy_job.key, s.proxy_job.node_wide);
+      start_proxy(rank);
       return;
     }
-    Slot& sl = s.slots[e.slot];
+    Slot& sl = s.slots[k];
     const SimStep& st = s.def->tasks[sl.task].steps[sl.step];
     if (st.kind == SimStep::Kind::Send) {
       sl.phase = 1;
     } else {
       ++sl.step;
     }
-    advance(e.rank, e.slot);
+    advance(rank, k);
   }
 
   // ---- slots ----

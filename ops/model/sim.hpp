@@ -47,12 +47,12 @@ struct SimTask {
   int peer = -1;
 };
 
-/// One rank's kernel: tasks start in list order on `slots` WG slots, sharing `cores` cores;
-/// the kernel starts at `start` (seconds).
+/// One rank's kernel: tasks start in list order on `slots` WG slots, sharing `cores` cores (a
+/// fraction when ranks share a core); the kernel starts at `start` (seconds).
 struct SimRank {
   std::vector<SimTask> tasks;
   int slots = 1;
-  int cores = 1;
+  double cores = 1;
   double start = 0;
 };
 

@@ -14,8 +14,12 @@ double reduce_seconds(const Profile& p, double bytes) {
 }
 
 double copy_seconds(const Profile& p, double bytes) {
-  const PathCost& shm = p.shm.measured || !p.mpi.measured ? p.shm : p.mpi;
-  return bytes > 0 && shm.beta() > 0 ? shm.beta() * bytes : 0;
+  if (bytes <= 0) return 0;
+  // A copy streams memory as a reduction does: the segment's per-byte cost when the profile
+  // measured it, else the reduction's (a profile made with one rank per node has no shm path,
+  // and borrowing the MPI path's beta would charge a network's rate for a memcpy).
+  const double beta = p.shm.measured && p.shm.beta() > 0 ? p.shm.beta() : p.reduce.c[1];
+  return beta > 0 ? beta * bytes : 0;
 }
 
 namespace {

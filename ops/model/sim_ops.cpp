@@ -26,6 +26,10 @@ constexpr double kFloat = sizeof(float);
 constexpr std::uint64_t kPartial = 1ull << 40, kReduced = 2ull << 40, kNodeSum = 3ull << 40;
 constexpr std::uint64_t kBlock = 4ull << 40, kChunkDone = 5ull << 40, kCollective = 6ull << 40;
 
+double cores_of(const SimSetup& s) {
+  return s.cpu_share > 0 ? s.cpu_share : s.cus;
+}
+
 double gemv_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
   return std::max(0.0, p.gemv.at(double(rows), double(rows) * s.k * s.n));
 }
@@ -277,6 +281,7 @@ void check_setup(const SimSetup& s) {
     bad(fmt::format("simulator: ranks_per_node = {} (must be >= 1)", s.ranks_per_node));
   if (s.cus < 1) bad(fmt::format("simulator: cus = {} (must be >= 1)", s.cus));
   if (s.slots < 1) bad(fmt::format("simulator: slots = {} (must be >= 1)", s.slots));
+  if (s.cpu_share < 0) bad(fmt::format("simulator: cpu_share = {} (must be >= 0)", s.cpu_share));
   if (s.shape.m == 0) bad("simulator: shape m (M or batch) = 0");
   if (s.shape.n == 0) bad("simulator: shape n (vectors or dim) = 0");
   if (s.shape.op == OpKind::EmbeddingAllToAll && s.shape.m < std::size_t(s.ranks()))
@@ -300,7 +305,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
     SimRank rank = s.shape.op == OpKind::EmbeddingAllToAll ? embedding_fused(p, s, topo)
                    : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
                                                                   : gemv_two_shot(p, s, topo);
-    rank.cores = s.cus;
+    rank.cores = cores_of(s);
     rank.start = p.launch_s;
     ranks.push_back(std::move(rank));
   }
@@ -319,7 +324,7 @@ SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& cos
     for (double t : chunk_tiles(p, s, topo, 0, 1, nullptr))
       compute[r].tasks.push_back({{SimStep::compute(t)}, "compute"});
     compute[r].slots = s.slots;
-    compute[r].cores = s.cus;
+    compute[r].cores = cores_of(s);
     compute[r].start = p.launch_s;
   }
   const SimResult first = simulate(compute, s.ranks_per_node, costs);
@@ -327,7 +332,7 @@ SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& cos
   for (int r = 0; r < n; ++r) {
     const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
     coll[r].tasks.push_back({chunk_collective(p, s, topo, 0, 1, kCollective), "collective"});
-    coll[r].cores = s.cus;
+    coll[r].cores = cores_of(s);
     coll[r].start = first.rank_end[r];
   }
   out.sequential = simulate(coll, s.ranks_per_node, costs).time;
@@ -351,7 +356,7 @@ SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& cos
       shaped[r].tasks.push_back(std::move(collective));
     }
     shaped[r].slots = s.slots;
-    shaped[r].cores = s.cus;
+    shaped[r].cores = cores_of(s);
     shaped[r].start = 2 * p.launch_s;  // the compute and the communication kernels
   }
   out.shaped = simulate(shaped, s.ranks_per_node, costs).time;

@@ -20,6 +20,9 @@ namespace tilecomm::model {
 struct SimSetup {
   OpShape shape;
   int nodes = 1, ranks_per_node = 1, cus = 1, slots = 2;
+  /// Cores each rank gets (0: cus). Less than one when the ranks outnumber the cores (the
+  /// emulated cluster's nodes on this machine's two cores).
+  double cpu_share = 0;
   OpOptions options;
   int ranks() const { return nodes * ranks_per_node; }
 };
