@@ -35,8 +35,9 @@ double parse_rate(const std::string& text) {
                        : unit == "mb/s" ? 1e6
                                         : 0;
   if (used == 0 || scale == 0 || v <= 0)
-    throw tilecomm::Error(tilecomm::ErrorCode::InvalidArgument,
-                          fmt::format("--link = '{}' (want e.g. 100gbit, 500mbit, 12.5GB/s)", text));
+    throw tilecomm::Error(
+        tilecomm::ErrorCode::InvalidArgument,
+        fmt::format("--link = '{}' (want e.g. 100gbit, 500mbit, 12.5GB/s)", text));
   return v * scale;
 }
 
@@ -50,8 +51,11 @@ double parse_time(const std::string& text) {
     used = 0;
   }
   const std::string unit = text.substr(used);
-  const double scale = unit == "us" ? 1e-6 : unit == "ms" ? 1e-3 : unit == "ns" ? 1e-9
-                       : unit == "s" ? 1.0 : 0;
+  const double scale = unit == "us"   ? 1e-6
+                       : unit == "ms" ? 1e-3
+                       : unit == "ns" ? 1e-9
+                       : unit == "s"  ? 1.0
+                                      : 0;
   if (used == 0 || scale == 0 || v < 0)
     throw tilecomm::Error(tilecomm::ErrorCode::InvalidArgument,
                           fmt::format("--latency = '{}' (want e.g. 2us, 800ns, 0.1ms)", text));
@@ -62,11 +66,11 @@ double parse_time(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Simulate a tilecomm operator's modes on N nodes x R ranks (no MPI)"};
-  std::string op = "gemv_allreduce", shape_text = "M=4096,K=1024,n=1", profile_path, link,
-              latency, json, timeline;
+  std::string op = "gemv_allreduce", shape_text = "M=4096,K=1024,n=1", profile_path, link, latency,
+              json, timeline;
   model::SimSetup s;
   double oversub = 1;
-  bool no_remote_first = false;
+  bool no_remote_first = false, nic_offload = false;
   app.add_option("--op", op, "gemv_allreduce | embedding_alltoall");
   app.add_option("--shape", shape_text,
                  "M=..,K=..,n=.. (GEMV, K per rank) or batch=..,tables=..,pool=..,dim=.. "
@@ -83,6 +87,8 @@ int main(int argc, char** argv) {
   app.add_option("--latency", latency,
                  "one-way network latency (default: the profile's MPI alpha less its CPU)");
   app.add_option("--core-oversub", oversub, "core oversubscription (1: full bisection)");
+  app.add_flag("--nic-offload", nic_offload,
+               "off-node messages cost CPU per message only, not per byte (an RDMA NIC)");
   app.add_option("--profile", profile_path, "profile (default: as Mode::Auto finds it)");
   app.add_option("--json", timeline, "write the fused call's timeline (trace JSON, plot_trace.py)");
   app.add_option("--summary", json, "append one JSON line with the predictions to this file");
@@ -101,12 +107,14 @@ int main(int argc, char** argv) {
     if (!link.empty()) costs.net.link_bytes_per_s = parse_rate(link);
     if (!latency.empty()) costs.net.latency_s = parse_time(latency);
     costs.net.core_oversub = oversub;
+    costs.nic_offload = nic_offload;
     const model::SimModes m = model::simulate_modes(profile, s, costs, !timeline.empty());
     const double best = std::min(m.sequential, m.fused);
-    fmt::print("{} {} on {} node(s) x {} rank(s), {} core(s) x {} slot(s) per rank; link {:.3g} "
-               "Gbit/s, latency {:.3g} us, core oversubscription {}\n",
-               op, shape_text, s.nodes, s.ranks_per_node, s.cus, s.slots,
-               costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub);
+    fmt::print(
+        "{} {} on {} node(s) x {} rank(s), {} core(s) x {} slot(s) per rank; link {:.3g} "
+        "Gbit/s, latency {:.3g} us, core oversubscription {}\n",
+        op, shape_text, s.nodes, s.ranks_per_node, s.cus, s.slots,
+        costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub);
     fmt::print("tile {}; fused: {} tasks on rank 0, {} messages, {} events\n", model::sim_tile(s),
                model::fused_program(profile, s)[0].tasks.size(), m.fused_run.messages,
                m.fused_run.events);
@@ -119,12 +127,14 @@ int main(int argc, char** argv) {
     if (!timeline.empty()) std::ofstream(timeline) << model::timeline_json(m.fused_run);
     if (!json.empty())
       std::ofstream(json, std::ios::app) << fmt::format(
-          "{{\"op\": \"{}\", \"shape\": \"{}\", \"nodes\": {}, \"ranks_per_node\": {}, \"cus\": {}, "
+          "{{\"op\": \"{}\", \"shape\": \"{}\", \"nodes\": {}, \"ranks_per_node\": {}, \"cus\": "
+          "{}, "
           "\"slots\": {}, \"link_gbit\": {:.6g}, \"latency_us\": {:.6g}, \"core_oversub\": {}, "
+          "\"nic_offload\": {}, "
           "\"tile\": {}, \"compute_us\": {:.3f}, \"sequential_us\": {:.3f}, \"shaped_us\": {:.3f}, "
           "\"fused_us\": {:.3f}}}\n",
           op, shape_text, s.nodes, s.ranks_per_node, s.cus, s.slots,
-          costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub,
+          costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub, nic_offload,
           model::sim_tile(s), m.compute * 1e6, m.sequential * 1e6, m.shaped * 1e6, m.fused * 1e6);
   } catch (const tilecomm::Error& e) {
     fmt::print(stderr, "tilecomm_sim: {}\n", e.what());

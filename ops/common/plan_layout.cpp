@@ -29,7 +29,8 @@ std::vector<int> destination_order(const Topology& topo, bool remote_first) {
   }
   auto cls = [&](int q) { return !topo.on_node(q) ? 0 : q != topo.rank ? 1 : 2; };
   for (int pass = 0; pass < 3; ++pass)
-    for (int i = 1; i <= topo.size; ++i) {  // rotated: rank + 1 first, so no rank is everyone's first
+    for (int i = 1; i <= topo.size;
+         ++i) {  // rotated: rank + 1 first, so no rank is everyone's first
       const int q = (topo.rank + i) % topo.size;
       if (cls(q) == pass) order.push_back(q);
     }

@@ -38,7 +38,8 @@ EmbeddingFusedRoutes embedding_fused_routes(const Topology& topo, const Embeddin
   for (const EmbeddingTile& k : r.tiles) {
     const std::size_t table = g.first_table[me] + k.table;
     const std::size_t offset = k.bag0 * row + table * g.dim;
-    r.produced.push_back({k.dst, {offset, k.bag1 - k.bag0, g.dim}, g.flag_of(table, k.bag0), offset});
+    r.produced.push_back(
+        {k.dst, {offset, k.bag1 - k.bag0, g.dim}, g.flag_of(table, k.bag0), offset});
   }
   for (int s : source_order(topo)) {
     for (std::size_t table = g.first_table[s]; table < g.first_table[s + 1]; ++table)

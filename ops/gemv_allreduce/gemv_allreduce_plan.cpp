@@ -60,7 +60,8 @@ std::size_t gemv_default_tile(std::size_t m, std::size_t n, FusedAlgorithm algor
   // One-shot: one_shot_tile() (the host drives the proxy: every WG slot computes).
   if (algorithm == FusedAlgorithm::OneShot)
     return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes);
-  const std::size_t target = std::max<std::size_t>(1, 8 * wg_slots * static_cast<std::size_t>(ranks));
+  const std::size_t target =
+      std::max<std::size_t>(1, 8 * wg_slots * static_cast<std::size_t>(ranks));
   const std::size_t max_tile = std::max<std::size_t>(16, (spans_nodes ? 4096 : 1024) / n);
   return std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
 }

@@ -39,9 +39,9 @@ struct Event {
   double t;
   std::uint64_t seq;
   EvType type;
-  int rank, slot;          // Resume, CpuDone (slot == slots: the proxy)
-  std::uint64_t version;   // CpuDone: stale when the consumer was rescheduled since
-  int src;                 // messages
+  int rank, slot;         // Resume, CpuDone (slot == slots: the proxy)
+  std::uint64_t version;  // CpuDone: stale when the consumer was rescheduled since
+  int src;                // messages
   std::uint64_t key;
   double bytes;
   bool node_wide;
@@ -92,7 +92,9 @@ struct RankState {
 class Engine {
  public:
   Engine(const std::vector<SimRank>& ranks, int rpn, const SimCosts& c, bool timeline)
-      : costs_(c), rpn_(rpn), net_(static_cast<int>((ranks.size() + rpn - 1) / rpn), c.net),
+      : costs_(c),
+        rpn_(rpn),
+        net_(static_cast<int>((ranks.size() + rpn - 1) / rpn), c.net),
         timeline_(timeline) {
     state_.resize(ranks.size());
     for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -191,7 +193,8 @@ class Engine {
       --s.active;
     }
     schedule_cpu(e.rank);
-    for (int k : done) finished(e.rank, k);
+    for (int k : done)
+      finished(e.rank, k);
   }
   void finished(int rank, int k) {
     RankState& s = state_[rank];
@@ -268,7 +271,7 @@ class Engine {
       case SimPath::Shm:  // the copy into the peer's segment
         return std::max(nonneg(costs_.shm.cpu_send.at(st.bytes)), costs_.shm.beta() * st.bytes);
       case SimPath::Mpi:
-        return nonneg(costs_.mpi.cpu_send.at(st.bytes));
+        return nonneg(costs_.mpi.cpu_send.at(costs_.nic_offload ? 0 : st.bytes));
     }
     return 0;
   }
@@ -301,7 +304,7 @@ class Engine {
     s.proxy_job = s.proxy_queue.front();
     s.proxy_queue.pop_front();
     s.proxy_busy = true;
-    const double cpu = nonneg(costs_.mpi.cpu_recv.at(s.proxy_job.bytes));
+    const double cpu = nonneg(costs_.mpi.cpu_recv.at(costs_.nic_offload ? 0 : s.proxy_job.bytes));
     use_cpu(rank, static_cast<int>(s.slots.size()), std::max(cpu, 1e-12));
   }
 
@@ -367,7 +370,8 @@ std::string timeline_json(const SimResult& r) {
     out += fmt::format(
         "{}{{\"name\": \"{}\", \"ph\": \"X\", \"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, "
         "\"dur\": {:.3f}, \"args\": {{\"tile\": {}}}}}",
-        first ? "" : ",\n", s.label, s.rank, s.slot, s.start * 1e6, (s.end - s.start) * 1e6, s.tile);
+        first ? "" : ",\n", s.label, s.rank, s.slot, s.start * 1e6, (s.end - s.start) * 1e6,
+        s.tile);
     first = false;
   }
   out += "\n]}\n";

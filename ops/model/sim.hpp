@@ -61,6 +61,9 @@ struct SimCosts {
   PathCost shm, mpi;
   double flag_s = 0, proxy_s = 0;
   NetworkParams net;
+  /// Off-node messages cost their CPU per message only (the fits' intercepts), not per byte: an
+  /// RDMA NIC moves the bytes, where this machine's MPI copies them (TCP, shared memory).
+  bool nic_offload = false;
   /// From a profile; the network's defaults from its MPI path (rate 1 / beta, latency alpha less
   /// the CPU the fit charges at both ends), unless `net` is given.
   static SimCosts from(const Profile& p);

@@ -41,8 +41,8 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
   if (nn == 1 && bytes <= DefaultThresholds::allreduce_one_shot_max_for(q)) {
     // one_shot: every rank stages its input, every rank reduces all of them.
     node_exchange(steps, topo, base);
-    steps.push_back(SimStep::compute(copy_seconds(p, (q - 1) * bytes) +
-                                     reduce_seconds(p, (q - 1) * bytes)));
+    steps.push_back(
+        SimStep::compute(copy_seconds(p, (q - 1) * bytes) + reduce_seconds(p, (q - 1) * bytes)));
     return;
   }
   const double slice = bytes / q;
@@ -54,7 +54,8 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
     if (slice <= DefaultThresholds::allreduce_recursive_doubling_max) {
       for (int i = 1; i < nn; ++i)
-        steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 3, slice, SimPath::Mpi));
+        steps.push_back(
+            SimStep::send(partner((topo.node + i) % nn), base + 3, slice, SimPath::Mpi));
       for (int i = 1; i < nn; ++i)
         steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 3));
       steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * slice)));

@@ -214,8 +214,7 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
       task.tile = static_cast<long long>(a.flag);
       task.steps.push_back(SimStep::await(a.peer, kBlock | a.flag));
       if (topo.on_node(a.peer))  // copied out of the inbox
-        task.steps.push_back(
-            SimStep::compute(copy_seconds(p, double(a.block.floats()) * kFloat)));
+        task.steps.push_back(SimStep::compute(copy_seconds(p, double(a.block.floats()) * kFloat)));
     }
     rank.tasks.push_back(std::move(task));
   }
@@ -302,7 +301,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
   std::vector<SimRank> ranks;
   for (int r = 0; r < s.ranks(); ++r) {
     const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
-    SimRank rank = s.shape.op == OpKind::EmbeddingAllToAll ? embedding_fused(p, s, topo)
+    SimRank rank = s.shape.op == OpKind::EmbeddingAllToAll        ? embedding_fused(p, s, topo)
                    : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
                                                                   : gemv_two_shot(p, s, topo);
     rank.cores = cores_of(s);
@@ -312,8 +311,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
   return ranks;
 }
 
-SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& costs,
-                        bool timeline) {
+SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& costs, bool timeline) {
   check_setup(s);
   SimModes out;
   const int n = s.ranks();
