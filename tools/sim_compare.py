@@ -16,6 +16,7 @@ import sys
 SHAPES = {  # fused_perf's shapes (bench/fused/op_bench.cpp default_shape) by size
     "gemv_allreduce": "M={},K=16,n=1",
     "embedding_alltoall": "batch={},tables=4,pool=8,dim=64",
+    "gemm_reduce_scatter": "M={},K=256,n=1024",
 }
 MODES = ("sequential", "shaped", "fused")
 
@@ -43,6 +44,8 @@ def main():
         if name.startswith("profile_"):
             continue
         op, size, s = re.fullmatch(r"(.+)_(\d+)_(\w+)", name).groups()
+        if op not in SHAPES:
+            continue
         meas = json.load(open(path))[0]
         args, label = setting_args(s, a.cores)
         out = subprocess.run(

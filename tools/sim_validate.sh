@@ -2,7 +2,8 @@
 # Measures what tools/sim_compare.py compares tilecomm_sim with (docs/model.md, "Simulator"):
 # for each setting, a profile from tilecomm_calibrate made in that setting, then fused_perf
 # (every mode, -n ITERS timed iterations, median of the slowest rank) for GEMV+AllReduce
-# (M=262144: two-shot; M=16384: one-shot) and EmbeddingAllToAll (batch 4096 and 1024).
+# (M=262144: two-shot; M=16384: one-shot), EmbeddingAllToAll (batch 4096 and 1024) and
+# GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
 # nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root).
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
@@ -34,7 +35,7 @@ for s in $settings; do
   echo "== $s  $(uptime)"
   run "$s" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_$s.json"
   for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
-    "embedding_alltoall 1024"; do
+    "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec
     run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
       --json "$out/${1}_${2}_$s.json"

@@ -78,6 +78,26 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
   }
 }
 
+void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
+                          const Profile& p, std::uint64_t base) {
+  const int q = topo.local_size, nn = topo.num_nodes;
+  if (topo.size <= 1) return;
+  const double node_slice = bytes / q;  // what a local rank sums for its node
+  if (q > 1) {                          // read my node slice from the q - 1 peers, add
+    node_exchange(steps, topo, base + 6);
+    steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * node_slice)));
+  }
+  if (nn > 1) {
+    auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
+    const double part = node_slice / nn;  // each other node's share of my node slice
+    for (int i = 1; i < nn; ++i)
+      steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 7, part, SimPath::Mpi));
+    for (int i = 1; i < nn; ++i)
+      steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 7));
+    steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * part)));
+  }
+}
+
 void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
                      const Profile& p, std::uint64_t base) {

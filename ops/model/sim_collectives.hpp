@@ -6,6 +6,7 @@
 //    through the segment; across nodes: hierarchical (a node-local reduce-scatter, the slices
 //    all-reduced between the nodes by the ranks of the same local rank: one-shot up to 16 KiB,
 //    else a direct reduce-scatter + all-gather, then a node-local all-gather).
+//  - ReduceScatter, ReduceOrder::Canonical (GemmReduceScatter): reduce_scatter_steps.
 //  - All-to-Allv: on one node the segment (each rank copies its blocks into the peers'), across
 //    nodes MPI_Alltoallv as linear Isend/Irecv to every peer (Open MPI's basic linear).
 #include <cstdint>
@@ -21,6 +22,12 @@ namespace tilecomm::model {
 /// (the caller keeps bases of different collectives apart by at least 16).
 void allreduce_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
                      const Profile& p, std::uint64_t base);
+/// Appends rank topo.rank's steps of a ReduceScatter of `bytes` per rank (every rank ends with
+/// bytes / p of the sum), ReduceOrder::Canonical: one node: through the segment (read the p - 1
+/// peers' parts of my slice, add); across nodes: hierarchical (a node-local reduce-scatter, then a
+/// direct reduce-scatter of each node slice between the ranks of the same local rank).
+void reduce_scatter_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
+                          const Profile& p, std::uint64_t base);
 /// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q, `recv[q]` from q,
 /// then a copy of everything received (the operators reshape it into their output).
 void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,

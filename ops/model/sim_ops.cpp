@@ -10,6 +10,7 @@
 #include "ops/common/op_util.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/sim_collectives.hpp"
 #include "tilecomm/error.hpp"
@@ -221,6 +222,55 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
   return rank;
 }
 
+// ---- GemmReduceScatter ----
+
+struct GemmRsBlocks {
+  std::size_t rows_local, tile, blocks;
+  std::size_t row0(std::size_t i) const { return std::min(rows_local, i * tile); }
+  std::size_t rows(std::size_t i) const { return row0(i + 1) - row0(i); }
+};
+GemmRsBlocks gemm_rs_blocks(const SimSetup& s) {
+  const std::size_t rows_local = s.shape.m / static_cast<std::size_t>(s.ranks()), t = sim_tile(s);
+  return {rows_local, t, (rows_local + t - 1) / t};
+}
+double gemm_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
+  return std::max(0.0, p.gemm.at(double(rows), double(rows) * s.k * s.n));
+}
+
+// gemm_reduce_scatter_fused.cpp: compute block i of owner q (into q's slot, or staged and sent),
+// reduce my block i (await every rank's partial, add).
+SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo) {
+  const GemmRsBlocks g = gemm_rs_blocks(s);
+  const int me = topo.rank, ranks = topo.size;
+  const std::size_t reduce_base = static_cast<std::size_t>(ranks) * g.blocks;
+  SimRank rank;
+  rank.slots = std::max(1, s.slots - (topo.num_nodes > 1 && s.slots > 1 ? 1 : 0));
+  for (std::size_t t : gemm_rs_order(topo, g.blocks, s.options.remote_first)) {
+    SimTask task;
+    task.tile = static_cast<long long>(t);
+    if (t >= reduce_base) {
+      const std::size_t i = t - reduce_base;
+      task.label = "reduce";
+      for (int src = 0; src < ranks; ++src)
+        task.steps.push_back(SimStep::await(src, kPartial | i));
+      task.steps.push_back(SimStep::compute(
+          reduce_seconds(p, (ranks - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
+    } else {
+      const int q = static_cast<int>(t / g.blocks);
+      const std::size_t i = t % g.blocks;
+      const double bytes = double(g.rows(i)) * s.shape.n * kFloat;
+      task.label = "compute";
+      task.peer = q;
+      task.steps.push_back(SimStep::compute(gemm_tile_s(p, s.shape, g.rows(i))));
+      const bool off = !topo.on_node(q);
+      task.steps.push_back(
+          SimStep::send(q, kPartial | i, bytes, off ? SimPath::Mpi : SimPath::Flag, off));
+    }
+    rank.tasks.push_back(std::move(task));
+  }
+  return rank;
+}
+
 // ---- the unfused modes ----
 
 // The compute of chunk c of nc: one task per tile (the operators' shaped chunks split the same
@@ -232,6 +282,15 @@ std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topol
     const GemvBlocks g = gemv_blocks(s);
     for (std::size_t b = split_begin(g.blocks, nc, c); b < split_begin(g.blocks, nc, c + 1); ++b)
       tiles.push_back(gemv_tile_s(p, s.shape, g.rows(b)));
+    return tiles;
+  }
+  if (s.shape.op == OpKind::GemmReduceScatter) {  // chunk c of every owner's rows
+    const GemmRsBlocks g = gemm_rs_blocks(s);
+    const std::size_t lo = split_begin(g.rows_local, nc, c),
+                      hi = split_begin(g.rows_local, nc, c + 1);
+    for (int q = 0; q < topo.size; ++q)
+      for (std::size_t r = lo; r < hi; r += g.tile)
+        tiles.push_back(gemm_tile_s(p, s.shape, std::min(hi, r + g.tile) - r));
     return tiles;
   }
   const EmbeddingLayout l = embedding_layout(s);
@@ -253,6 +312,13 @@ std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const
     allreduce_steps(steps, topo, bytes, p, base);
     return steps;
   }
+  if (s.shape.op == OpKind::GemmReduceScatter) {
+    const GemmRsBlocks g = gemm_rs_blocks(s);
+    const double rows =
+        double(split_begin(g.rows_local, nc, c + 1) - split_begin(g.rows_local, nc, c));
+    reduce_scatter_steps(steps, topo, rows * topo.size * s.shape.n * kFloat, p, base);
+    return steps;
+  }
   const EmbeddingLayout l = embedding_layout(s);
   const int n = topo.size;
   std::vector<double> send(n, 0), recv(n, 0);
@@ -272,8 +338,10 @@ std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const
 
 void check_setup(const SimSetup& s) {
   auto bad = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, what); };
-  if (s.shape.op != OpKind::GemvAllReduce && s.shape.op != OpKind::EmbeddingAllToAll)
-    bad(fmt::format("simulator: op = {} is not simulated (gemv_allreduce, embedding_alltoall)",
+  if (s.shape.op == OpKind::GemmAllToAll)
+    bad(
+        fmt::format("simulator: op = {} is not simulated (gemv_allreduce, embedding_alltoall, "
+                    "gemm_reduce_scatter)",
                     to_string(s.shape.op)));
   if (s.nodes < 1) bad(fmt::format("simulator: nodes = {} (must be >= 1)", s.nodes));
   if (s.ranks_per_node < 1)
@@ -283,6 +351,8 @@ void check_setup(const SimSetup& s) {
   if (s.cpu_share < 0) bad(fmt::format("simulator: cpu_share = {} (must be >= 0)", s.cpu_share));
   if (s.shape.m == 0) bad("simulator: shape m (M or batch) = 0");
   if (s.shape.n == 0) bad("simulator: shape n (vectors or dim) = 0");
+  if (s.shape.op == OpKind::GemmReduceScatter && s.shape.m % std::size_t(s.ranks()) != 0)
+    bad(fmt::format("simulator: m = {} is not a multiple of the {} ranks", s.shape.m, s.ranks()));
   if (s.shape.op == OpKind::EmbeddingAllToAll && s.shape.m < std::size_t(s.ranks()))
     bad(fmt::format("simulator: batch = {} is smaller than ranks = {}", s.shape.m, s.ranks()));
 }
@@ -293,6 +363,7 @@ std::size_t sim_tile(const SimSetup& s) {
   if (s.shape.op == OpKind::GemvAllReduce)
     return gemv_default_tile(s.shape.m, s.shape.n, gemv_algorithm(s), slots, s.ranks(),
                              s.nodes > 1);
+  if (s.shape.op == OpKind::GemmReduceScatter) return gemm_rs_default_tile(s.shape.m, slots);
   return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots);
 }
 
@@ -301,7 +372,8 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
   std::vector<SimRank> ranks;
   for (int r = 0; r < s.ranks(); ++r) {
     const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
-    SimRank rank = s.shape.op == OpKind::EmbeddingAllToAll        ? embedding_fused(p, s, topo)
+    SimRank rank = s.shape.op == OpKind::GemmReduceScatter        ? gemm_rs_fused(p, s, topo)
+                   : s.shape.op == OpKind::EmbeddingAllToAll      ? embedding_fused(p, s, topo)
                    : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
                                                                   : gemv_two_shot(p, s, topo);
     rank.cores = cores_of(s);

@@ -5,7 +5,8 @@
 // routes they imply, and what each kind of task does (the kernels' task bodies, step by step).
 // Sequential mode: the compute kernel over the same tiles, then the collective's algorithm
 // (sim_collectives.hpp); shaped mode: chunks of tiles, each chunk's collective as a task after
-// them on a slot of its own. GemmAllToAll and GemmReduceScatter are not simulated yet.
+// them on a slot of its own. GemmReduceScatter: gemm_rs_order (its fused kernel's order).
+// GemmAllToAll is not simulated (its routing is per call and its planning is not separated).
 #include <vector>
 
 #include "ops/model/predict.hpp"
@@ -15,7 +16,8 @@ namespace tilecomm::model {
 
 /// One call to simulate: the op's shape (predict.hpp's OpShape: GemvAllReduce m, k per rank, n;
 /// EmbeddingAllToAll m = global batch, tables per rank, pool, n = dim), the layout (nodes x
-/// ranks_per_node ranks, each `cus` cores and `slots` WG slots) and the options the planners
+/// ranks_per_node ranks, each `cus` cores and `slots` WG slots; GemmReduceScatter m rows, k per
+/// rank, n columns) and the options the planners
 /// read (remote_first, tile, fused_algorithm, shaped.chunks).
 struct SimSetup {
   OpShape shape;

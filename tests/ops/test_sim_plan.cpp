@@ -25,8 +25,8 @@ RuntimeConfig one_slot_traced() {
 std::vector<Mark> marks(const Tracer& tracer) {
   std::vector<Mark> out;
   for (const TraceEvent& e : tracer.events())
-    if (e.phase == 'i' && (e.name == "tile computed" || e.name == "tile stored" ||
-                           e.name == "tile handed to proxy"))
+    if (e.phase == 'i' &&
+        (e.name == "tile computed" || e.name == "tile stored" || e.name == "tile handed to proxy"))
       out.emplace_back(e.tile, e.peer, e.bytes);
   return out;
 }
@@ -82,6 +82,26 @@ TEST(SimPlan, GemvTwoShotPlanIsWhatTheKernelRan) {
   EXPECT_FALSE(want.empty());
 }
 
+TEST(SimPlan, GemmReduceScatterPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t m = 40 * comm.size(), k = 4, n = 8;
+  OpOptions opt;
+  opt.tile = 16;  // 3 blocks of 16, 16, 8 rows per owner
+  GemmReduceScatter op(comm, dev, m, k, n, opt);
+  std::vector<float> a(m * k, 1.0f), w(k * n, 1.0f), y(op.rows_local() * n);
+  op.run(a.data(), w.data(), y.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(a.data(), w.data(), y.data(), Mode::Fused);
+  EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
+  model::SimSetup s = setup_of(comm, {model::OpKind::GemmReduceScatter, m, k, n, 1, 1, 16});
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  const std::vector<Mark> want = planned(plan, false);
+  EXPECT_EQ(marks(dev.tracer()), want);
+  EXPECT_EQ(want.size(), 3u * comm.size());
+}
+
 TEST(SimPlan, EmbeddingPlanIsWhatTheKernelRan) {
   Communicator comm(MPI_COMM_WORLD);
   if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
@@ -105,8 +125,8 @@ TEST(SimPlan, EmbeddingPlanIsWhatTheKernelRan) {
   dev.tracer().clear();
   op.run(tp, bags, out.data(), Mode::Fused);
   EXPECT_EQ(out[0], static_cast<float>(pool));
-  model::SimSetup s = setup_of(comm, {model::OpKind::EmbeddingAllToAll, batch, 0, dim, tables,
-                                      pool, 3});
+  model::SimSetup s =
+      setup_of(comm, {model::OpKind::EmbeddingAllToAll, batch, 0, dim, tables, pool, 3});
   const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
   std::vector<Mark> got = marks(dev.tracer());
   for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
