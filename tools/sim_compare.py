@@ -36,6 +36,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--results", default="bench/results/sim")
     ap.add_argument("--cores", type=float, default=2, help="cores of the machine the runs shared")
+    ap.add_argument("--sim-arg", action="append", default=[],
+                    help="one more tilecomm_sim argument (e.g. --sim-arg=--proxy-polls)")
     a = ap.parse_args()
     rows = []
     order = {"shm": 0}
@@ -47,11 +49,12 @@ def main():
         if op not in SHAPES:
             continue
         meas = json.load(open(path))[0]
+        size = re.match(r"\w+=(\d+)", meas["shape"]).group(1)  # as run (M rounded to the ranks)
         args, label = setting_args(s, a.cores)
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
              SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile",
-             os.path.join(a.results, f"profile_{s}.json")] + args,
+             os.path.join(a.results, f"profile_{s}.json")] + args + a.sim_arg,
             capture_output=True, text=True, check=True).stdout
         pred = {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1)) for m in MODES}
         for m in MODES:

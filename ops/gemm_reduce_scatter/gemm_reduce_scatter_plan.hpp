@@ -15,7 +15,6 @@ std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots);
 /// Task ids: q * blocks + i computes block i of owner q's rows; p * blocks + i reduces this rank's
 /// block i. Order: owners in destination_order(topo, remote_first) (with `remote_first`, each of
 /// this rank's own blocks followed at once by its reduce), else every reduce after the computes.
-std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,
-                                       bool remote_first);
+std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks, bool remote_first);
 
 }  // namespace tilecomm::detail

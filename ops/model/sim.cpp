@@ -83,6 +83,8 @@ struct RankState {
   double work = 0, last = 0;
   std::uint64_t timer = 0;
   int active = 0;
+  bool polling = false;  // the proxy WG's share is taken (SimRank::proxy_polls)
+  int busy_slots = 0;
   std::deque<RecvJob> proxy_queue;
   bool proxy_busy = false;
   RecvJob proxy_job{};
@@ -103,6 +105,10 @@ class Engine {
       s.slots.resize(std::max(1, ranks[r].slots));
       s.last = ranks[r].start;
       s.end = ranks[r].start;
+      if (ranks[r].proxy_polls && !ranks[r].tasks.empty()) {
+        s.polling = true;
+        s.active = 1;
+      }
       for (std::size_t k = 0; k < s.slots.size(); ++k)
         push({ranks[r].start, 0, EvType::Resume, static_cast<int>(r), static_cast<int>(k)});
     }
@@ -220,6 +226,7 @@ class Engine {
     Slot& sl = s.slots[k];
     if (s.next_task >= s.def->tasks.size()) return;
     sl = {s.next_task++, 0, 0, true, now_};
+    ++s.busy_slots;
   }
 
   void advance(int rank, int k) {
@@ -232,7 +239,14 @@ class Engine {
           result_.timeline.push_back({rank, k, task.label, task.tile, sl.task_start, now_});
         s.end = std::max(s.end, now_);
         sl.busy = false;
+        --s.busy_slots;
         take_task(rank, k);
+        if (s.polling && s.busy_slots == 0 && s.next_task >= s.def->tasks.size()) {
+          catch_up(s);  // the kernel is over: the proxy stops polling
+          s.polling = false;
+          --s.active;
+          schedule_cpu(rank);
+        }
         continue;
       }
       const SimStep& st = task.steps[sl.step];

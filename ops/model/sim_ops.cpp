@@ -378,6 +378,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
                                                                   : gemv_two_shot(p, s, topo);
     rank.cores = cores_of(s);
     rank.start = p.launch_s;
+    rank.proxy_polls = s.proxy_polls && topo.num_nodes > 1 && rank.slots < s.slots;
     ranks.push_back(std::move(rank));
   }
   return ranks;
