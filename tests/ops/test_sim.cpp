@@ -86,6 +86,32 @@ TEST(Sim, OversubscribedCoreSerialisesDisjointPairs) {
   EXPECT_NEAR(run(4), 2 * kMs, 1e-9);
 }
 
+// A polling proxy WG shares the core with the slot while the kernel runs: a 1 ms tile on one core
+// takes 2 ms; a rank without tasks has no kernel, so nothing polls.
+TEST(Sim, PollingProxySharesTheCores) {
+  std::vector<SimRank> ranks(2);
+  ranks[0].tasks.push_back({{SimStep::compute(1 * kMs)}, "tile"});
+  ranks[0].proxy_polls = ranks[1].proxy_polls = true;
+  const SimResult r = simulate(ranks, 1, bare(0, 1e9));
+  EXPECT_NEAR(r.rank_end[0], 2 * kMs, 1e-9);
+  EXPECT_NEAR(r.rank_end[1], 0, 1e-12);
+  ranks[0].proxy_polls = false;
+  EXPECT_NEAR(simulate(ranks, 1, bare(0, 1e9)).rank_end[0], 1 * kMs, 1e-9);
+}
+
+// The sender's CPU of an off-node message: 1 us + 1 ns per byte; with NIC offload only the 1 us.
+// 1 MB at 1e12 B/s is 1 us on the wire.
+TEST(Sim, NicOffloadDropsThePerByteCpu) {
+  std::vector<SimRank> ranks(2);
+  ranks[0].tasks.push_back({{SimStep::send(1, 1, 1e6, SimPath::Mpi)}, "send"});
+  ranks[1].tasks.push_back({{SimStep::await(0, 1)}, "recv"});
+  SimCosts c = bare(0, 1e12);
+  c.mpi.cpu_send.c = {1e-6, 1e-9, 0};
+  EXPECT_NEAR(simulate(ranks, 1, c).time, 1e-6 + 1e-3 + 1e-6, 1e-9);
+  c.nic_offload = true;
+  EXPECT_NEAR(simulate(ranks, 1, c).time, 2e-6, 1e-9);
+}
+
 TEST(Sim, AwaitWithoutSenderIsAnError) {
   std::vector<SimRank> ranks(2);
   ranks[1].tasks.push_back({{SimStep::await(0, 3)}, "recv"});
