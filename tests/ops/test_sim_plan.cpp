@@ -31,20 +31,24 @@ std::vector<Mark> marks(const Tracer& tracer) {
   return out;
 }
 
-// What the plan says: a compute task's tile for its peer, then every MPI send of a task that
-// is not a compute (a reduced block to off-node ranks).
-std::vector<Mark> planned(const model::SimRank& rank, bool embedding) {
+// What the plan says, mark by mark: a compute task's tile for its peer (stored, computed for
+// itself, or — when its first send is off-node — handed to the proxy), then every MPI send of a
+// task (to other owners or other nodes' leaders), in step order.
+std::vector<Mark> planned(const model::SimRank& rank) {
   std::vector<Mark> out;
   for (const model::SimTask& t : rank.tasks) {
     const bool compute = t.label == "compute" || t.label == "pool";
-    for (const model::SimStep& s : t.steps) {
-      if (s.kind != model::SimStep::Kind::Send) continue;
-      if (compute || s.path == model::SimPath::Mpi)
+    const model::SimStep* first = nullptr;
+    for (const model::SimStep& s : t.steps)
+      if (s.kind == model::SimStep::Kind::Send) {
+        first = &s;
+        break;
+      }
+    if (compute && (first == nullptr || first->path != model::SimPath::Mpi))
+      out.emplace_back(t.tile, t.peer, first ? static_cast<long long>(first->bytes) : -1);
+    for (const model::SimStep& s : t.steps)
+      if (s.kind == model::SimStep::Kind::Send && s.path == model::SimPath::Mpi)
         out.emplace_back(t.tile, s.peer, static_cast<long long>(s.bytes));
-      if (compute) break;  // one mark per computed tile
-    }
-    if (compute && embedding && t.steps.size() == 1)  // for this rank itself: no send
-      out.emplace_back(t.tile, t.peer, -1);
   }
   return out;
 }
@@ -76,10 +80,32 @@ TEST(SimPlan, GemvTwoShotPlanIsWhatTheKernelRan) {
   model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, 32});
   s.options = opt;
   const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
-  std::vector<Mark> want = planned(plan, false);
+  std::vector<Mark> want = planned(plan);
   // On one node the kernel marks stored tiles only; reduced blocks go out by flag (no mark).
   EXPECT_EQ(marks(dev.tracer()), want);
   EXPECT_FALSE(want.empty());
+}
+
+TEST(SimPlan, GemvOneShotPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t m = 80 * comm.size() + 16, k = 8;
+  OpOptions opt;
+  opt.tile = 16;
+  opt.fused_algorithm = FusedAlgorithm::OneShot;
+  GemvAllReduce op(comm, dev, m, k, opt);
+  std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
+  op.run(w.data(), x.data(), y.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(w.data(), x.data(), y.data(), Mode::Fused);
+  EXPECT_EQ(y[m - 1], static_cast<float>(k * comm.size()));
+  model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, 16});
+  s.options = opt;
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  const std::vector<Mark> want = planned(plan);
+  EXPECT_EQ(marks(dev.tracer()), want);
+  EXPECT_GE(want.size(), (m + 15) / 16);
 }
 
 TEST(SimPlan, GemmReduceScatterPlanIsWhatTheKernelRan) {
@@ -97,7 +123,7 @@ TEST(SimPlan, GemmReduceScatterPlanIsWhatTheKernelRan) {
   EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
   model::SimSetup s = setup_of(comm, {model::OpKind::GemmReduceScatter, m, k, n, 1, 1, 16});
   const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
-  const std::vector<Mark> want = planned(plan, false);
+  const std::vector<Mark> want = planned(plan);
   EXPECT_EQ(marks(dev.tracer()), want);
   EXPECT_EQ(want.size(), 3u * comm.size());
 }
@@ -131,8 +157,8 @@ TEST(SimPlan, EmbeddingPlanIsWhatTheKernelRan) {
   std::vector<Mark> got = marks(dev.tracer());
   for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
     if (std::get<1>(g) == comm.rank()) std::get<2>(g) = -1;
-  EXPECT_EQ(got, planned(plan, true));
   EXPECT_FALSE(got.empty());
+  EXPECT_EQ(got, planned(plan));
 }
 
 }  // namespace
