@@ -36,15 +36,15 @@ struct MsgHash {
 enum class EvType { Resume, CpuDone, Inject, NetArrive, Visible };
 
 struct Event {
-  double t;
-  std::uint64_t seq;
-  EvType type;
-  int rank, slot;         // Resume, CpuDone (slot == slots: the proxy)
-  std::uint64_t version;  // CpuDone: stale when the consumer was rescheduled since
-  int src;                // messages
-  std::uint64_t key;
-  double bytes;
-  bool node_wide;
+  double t = 0;
+  std::uint64_t seq = 0;
+  EvType type = EvType::Resume;
+  int rank = 0, slot = 0;     // Resume, CpuDone
+  std::uint64_t version = 0;  // CpuDone: stale unless it is the rank's current timer
+  int src = 0;                // messages
+  std::uint64_t key = 0;
+  double bytes = 0;
+  bool node_wide = false;
   bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
 };
 

@@ -241,7 +241,7 @@ double gemm_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
 // reduce my block i (await every rank's partial, add).
 SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo) {
   const GemmRsBlocks g = gemm_rs_blocks(s);
-  const int me = topo.rank, ranks = topo.size;
+  const int ranks = topo.size;
   const std::size_t reduce_base = static_cast<std::size_t>(ranks) * g.blocks;
   SimRank rank;
   rank.slots = std::max(1, s.slots - (topo.num_nodes > 1 && s.slots > 1 ? 1 : 0));
