@@ -372,14 +372,19 @@ class GemmRsBench : public OpBench {
       a_[i] = small_int(i + comm.rank());
     for (std::size_t i = 0; i < w_.size(); ++i)
       w_[i] = small_int(5 * i + 3);
+    ops_[0].set_weights(w_.data());  // W fixed between calls, packed once (as MoeBench)
   }
-  void compute_only() override { tilecomm::bench::compute_only(ops_[0], a_.data(), w_.data()); }
+  void compute_only() override { tilecomm::bench::compute_only(ops_[0], a_.data(), nullptr); }
   void collective_only() override { tilecomm::bench::collective_only(ops_[0], y_.data()); }
   void run(Mode mode, std::size_t v) override {
-    ops_[v].run(a_.data(), w_.data(), y_.data(), mode);
+    ops_[v].run(a_.data(), y_.data(), mode);
     if (mode == Mode::Sequential && v == 0) ref_ = y_;
   }
-  std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
+  std::size_t add_variant(const OpOptions& o) override {
+    const std::size_t v = ops_.add(o);
+    ops_[v].set_weights(w_.data());
+    return v;
+  }
   void drop_variant(std::size_t v) override { ops_.drop(v); }
   Collective collective() const override { return Collective::ReduceScatter; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }

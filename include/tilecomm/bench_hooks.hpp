@@ -52,7 +52,7 @@ void compute_only(GemmAllToAll& op, std::span<const float* const> weights, const
 void collective_only(GemmAllToAll& op, float* y);
 
 /// GEMM+ReduceScatter: A_r W_r, the compute kernel of sequential mode, into the context's buffer
-/// (local).
+/// (local). `w` null: the weights packed by set_weights() (no packing in the timed call).
 void compute_only(GemmReduceScatter& op, const float* a, const float* w);
 /// GEMM+ReduceScatter: the ReduceScatter of sequential mode from that buffer into y.
 void collective_only(GemmReduceScatter& op, float* y);

@@ -89,10 +89,10 @@ class GemmAllToAll {
   ///  - sequential: tilecomm::alltoallv of the tokens, then run()'s sequential path;
   ///  - shaped: the same dispatch, then run()'s shaped path (shaping overlaps the return only);
   ///  - fused: one persistent kernel. Each rank first sends every owner its rows, one block per
-  ///    owner's expert (on-node: a copy into the owner's input half of the shared segment and a
-  ///    flag; off-node: one MPI message each, received straight into that half); each GEMM tile
-  ///    starts as soon as the rows it reads have arrived (this rank's own rows at once), and its
-  ///    result leaves at once as in run()'s fused mode.
+  ///    owner's expert and GEMM row tile (on-node: a copy into the owner's input half of the shared
+  ///    segment and a flag; off-node: one MPI message each, received straight into that half);
+  ///    each GEMM tile starts as soon as its rows have arrived (this rank's own rows at once), and
+  ///    its result leaves at once as in run()'s fused mode.
   /// Results equal run()'s bitwise in every mode (same tiles, same kernel). Also checked here:
   /// the rows routed to each rank's experts must fit its max_rows_in (else Error(Mismatch)).
   /// Mode::Auto tries and settles separately from run()'s (layer_auto_choice()). The fused path

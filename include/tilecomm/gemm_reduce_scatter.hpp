@@ -32,9 +32,10 @@ struct GemmReduceScatterImpl;
 /// (small integers) all modes agree bitwise; with general floats, to within float rounding of a
 /// p-term sum.
 ///
-/// W is packed per call: each run() first copies W into the context's panel buffer (K_r x N
-/// rounded up to 16 floats, allocated at construction), spread over the device's CUs. The caller
-/// may change W freely between calls, not during one; nothing is cached across calls.
+/// W is packed per call: each run(a, w, ...) first copies W into the context's panel buffer (K_r x
+/// N rounded up to 16 floats, allocated at construction), spread over the device's CUs. The caller
+/// may change W freely between calls, not during one; nothing is cached across calls. For a W that
+/// stays the same (inference), set_weights() packs it once and run(a, y, mode) skips the packing.
 class GemmReduceScatter {
  public:
   GemmReduceScatter(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,
@@ -45,6 +46,15 @@ class GemmReduceScatter {
   /// [K_local x N] (read, packed, at the start of the call), `y` [rows_local() x N], all
   /// row-major; y must not overlap a or w. Null pointers are allowed only for empty extents.
   void run(const float* a, const float* w, float* y, Mode mode);
+
+  /// Packs W ([K_local x N] row-major) once, for run(a, y, mode): a full read and write of W that
+  /// run(a, w, ...) repeats every call, as costly as the GEMM itself when M is small (decode).
+  /// W is read now, not kept: call set_weights() again after changing it. Local (no
+  /// communication); null only when K_local = 0. A call that passes w packs it itself and ends
+  /// this packing (run(a, y, mode) then raises Error(InvalidArgument) until set_weights()).
+  void set_weights(const float* w);
+  /// run() on the W packed by set_weights() (see there).
+  void run(const float* a, float* y, Mode mode);
 
   std::size_t m() const;
   std::size_t n() const;

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "collectives/reduce.hpp"
 
@@ -129,9 +130,18 @@ void FusedPlan::run(const TaskFn& body) {
       proxy->start_on_host();
   }
   const std::size_t wgs = std::max<std::size_t>(1, ctx_.wg_slots() - (proxy_wg ? 1 : 0));
+  // The last task to end tells the proxy that the call now waits for it alone (Proxy::hurry).
+  std::atomic<std::size_t> tasks_left{order_.size()};
   if (!order_.empty())
-    ctx_.compute_stream.launch_persistent({ctx_.kernel_name("fused"), wgs, 0}, std::move(order_),
-                                          body);
+    ctx_.compute_stream.launch_persistent(
+        {ctx_.kernel_name("fused"), wgs, 0}, std::move(order_),
+        [&](const WorkgroupContext& wg, std::size_t task) {
+          body(wg, task);
+          if (tasks_left.fetch_sub(1, std::memory_order_acq_rel) == 1 && proxy != nullptr)
+            proxy->hurry();
+        });
+  else if (proxy != nullptr)
+    proxy->hurry();
   if (proxy != nullptr && !proxy_wg) {
     try {
       HostTimerSlack precise_sleeps;  // the proxy's sleeps as asked, not 50 us longer

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "collectives/comm_impl.hpp"
@@ -12,6 +13,10 @@ namespace tilecomm::detail {
 
 void Proxy::reset() {
   aborted_.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard w(wake_mu_);
+    hurried_ = false;
+  }
   recvs_.clear();
   expected_sends_ = 0;
   std::lock_guard q(queue_mu_);
@@ -104,17 +109,48 @@ void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t
                 fmt::format("{} {} did not reach {} within {} s", what, idx, value, timeout_s_));
 }
 
+void Proxy::hurry() {
+  {
+    std::lock_guard w(wake_mu_);
+    hurried_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
 void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy) {
   // The proxy shares cores with the compute WGs it serves, which post their own sends and poll MPI
   // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
-  // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning.
+  // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning. Once the
+  // last compute task has ended (hurry()), the call waits for the proxy alone: it polls at the
+  // latency policy's pace instead.
   auto finished = [&] {
     std::lock_guard lock(progress_mu_);
     if (aborted_.load(std::memory_order_acquire)) return true;
     progress(wg);
     return done();
   };
-  const bool ended = poll_until(finished, timeout_s_, policy);
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto expired = [&] {
+    return timeout_s_ > 0 &&
+           std::chrono::duration<double>(clock::now() - start).count() > timeout_s_;
+  };
+  bool ended = finished();
+  Backoff fast(WaitPolicy::latency());
+  auto sleep = std::max(policy.sleep_min, std::chrono::nanoseconds(1000));
+  while (!ended) {
+    std::unique_lock w(wake_mu_);
+    if (hurried_) {
+      w.unlock();
+      fast.pause();
+    } else {
+      wake_cv_.wait_for(w, sleep, [&] { return hurried_; });
+      w.unlock();
+      sleep = std::min(2 * sleep, std::max(policy.sleep_max, sleep));
+    }
+    ended = finished();
+    if (!ended && expired()) break;
+  }
   std::lock_guard lock(progress_mu_);
   if (aborted_.load(std::memory_order_acquire)) return cancel_pending();
   if (!ended) fail_timeout();

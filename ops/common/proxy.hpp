@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -55,9 +56,16 @@ class Proxy {
   void wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
             std::uint32_t value, const char* what, const WaitPolicy& policy);
 
+  /// The call's last compute task has ended: nothing but the proxy polls MPI any more and the
+  /// call ends when the proxy does, so run() ends its current sleep now and from then on pauses as
+  /// WaitPolicy::latency() says. Without it the call's end waited up to a whole background sleep
+  /// (60 us) for the proxy to see its last send complete. Any thread; idempotent per call.
+  void hurry();
+
   // ---- the proxy WG (or the host: wg = nullptr, no trace marks) ----
-  /// Progresses until every expected receive and send has completed (deadline timeout_s), pausing
-  /// between polls as `policy` says (default: kProgressPolicy).
+  /// Progresses until every expected receive and send has completed (deadline timeout_s), sleeping
+  /// between polls as `policy` says (default: kProgressPolicy; only its sleep phase is used: the
+  /// proxy never spins beside the compute it serves) until hurry(), then WaitPolicy::latency().
   void run(const WorkgroupContext* wg, const WaitPolicy& policy = kProgressPolicy);
   /// The proxy WG's pace: it shares cores with the WGs it serves, which post their own sends and
   /// poll MPI while they wait, so it only keeps data moving in the background. 60 us: the pace it
@@ -106,6 +114,9 @@ class Proxy {
   std::vector<Posted> handed_;
 
   std::atomic<bool> aborted_{false};
+  std::mutex wake_mu_;  // guards hurried_; run() sleeps on wake_cv_ until hurry()
+  std::condition_variable wake_cv_;
+  bool hurried_ = false;
   std::mutex progress_mu_;  // guards the state below once the kernels run
   // Written by the host before launch, then under progress_mu_.
   std::vector<MPI_Request> reqs_;  // [0, recvs) receives, then sends in hand-over order

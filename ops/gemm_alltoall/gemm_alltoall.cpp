@@ -74,13 +74,15 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   const std::size_t ub = ctx.tag_upper_bound();
   // Tags: block flags [0, count), the per-call headers count, run_layer's inputs after it.
   const std::size_t block_flags = experts() * max_row_blocks * col_blocks;
-  const std::size_t input_flags = static_cast<std::size_t>(p) * most_experts;
+  // run_layer's inputs: one flag per (source, owner's expert, row tile).
+  const std::size_t input_flags =
+      static_cast<std::size_t>(p) * most_experts * std::max<std::size_t>(max_row_blocks, 1);
   if (experts() * std::max<std::size_t>(max_row_blocks, 1) * col_blocks > ub ||
       block_flags + input_flags > ub)
-    ctx.invalid(
-        fmt::format("{} experts x {} row blocks x {} column blocks (+ {} ranks x {} experts of "
-                    "dispatch) exceed MPI's tag range ({}); use a larger tile",
-                    experts(), max_row_blocks, col_blocks, p, most_experts, ub));
+    ctx.invalid(fmt::format(
+        "{} experts x {} row blocks x {} column blocks (+ {} ranks x {} experts x {} row blocks "
+        "of dispatch) exceed MPI's tag range ({}); use a larger tile",
+        experts(), max_row_blocks, col_blocks, p, most_experts, max_row_blocks, ub));
   send_buf.resize(max_in * n);
   packed.reset(local_experts, k, n);
   SegmentLayout layout;

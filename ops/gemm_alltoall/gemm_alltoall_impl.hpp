@@ -106,8 +106,11 @@ struct GemmAllToAllImpl {
   void run_fused_layer(const float* tokens, float* y);
   /// Fused run_layer: where source s's rows for owner o start in o's input half (floats).
   std::size_t input_slot(int owner, int src) const;
-  /// Fused run_layer: the input flag of source s's rows for local expert e of the owner.
-  std::size_t input_flag(int src, std::size_t e) const { return src * most_experts + e; }
+  /// Fused run_layer: the input flag of source s's rows [r * tile_rows, (r + 1) * tile_rows) for
+  /// local expert e of the owner (one per GEMM row tile: each tile awaits exactly its rows).
+  std::size_t input_flag(int src, std::size_t e, std::size_t r) const {
+    return (src * most_experts + e) * std::max<std::size_t>(max_row_blocks, 1) + r;
+  }
 
   OpContext ctx;
   const Topology& topo;

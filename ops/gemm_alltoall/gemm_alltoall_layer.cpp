@@ -4,9 +4,10 @@
 // Unfused modes dispatch with tilecomm::alltoallv into x_in (source by source), then run run()'s
 // sequential or shaped path on it. The fused mode is one BlockExchange call with inputs: every
 // rank's first tasks send each owner the rows it routed to each of the owner's experts (one block
-// per (owner, expert): an on-node copy into the owner's input half plus a flag, or one MPI
-// message the owner's proxy receives into that half); a GEMM tile of (expert e, source s) awaits
-// s's block for e, then computes straight into its destination as run()'s fused mode does. Tiles
+// per (owner, expert, GEMM row tile): an on-node copy into the owner's input half plus a flag, or
+// one MPI message the owner's proxy receives into that half); a GEMM tile of (expert e, source s)
+// awaits s's block of its rows, then computes straight into its destination as run()'s fused mode
+// does. Tiles
 // are ordered by when their rows can be there: this rank's own rows first (no wait), then other
 // on-node sources, then off-node ones, each class in the rotated source order (rank - 1 first).
 #include <fmt/format.h>
@@ -51,16 +52,18 @@ void GemmAllToAllImpl::dispatch_tokens(const float* tokens) {
 void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
   const std::size_t ne = local_experts;
-  // Inputs sent: to each owner o, the rows routed to each of its experts, rotated by rank.
+  // Inputs sent: to each owner o, the rows routed to each of its experts, one block per GEMM row
+  // tile (the owner's tile awaits exactly its rows; small blocks also stay below MPI's eager
+  // limit, so they flow without the owner's progress), owners rotated by rank.
   std::vector<InputRoute> sends;
   for (int o : ctx.destination_order(true)) {
     if (o == me) continue;
     std::size_t offset = input_slot(o, me);
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
       const std::size_t rows = route.send_counts[g];
-      if (rows > 0)
-        sends.push_back(
-            {o, tokens + y_row(g) * k, rows * k, offset, input_flag(me, g - first_expert[o])});
+      for (std::size_t r = 0; r < rows; r += tile_rows)
+        sends.push_back({o, tokens + (y_row(g) + r) * k, (std::min(rows, r + tile_rows) - r) * k,
+                         offset + r * k, input_flag(me, g - first_expert[o], r / tile_rows)});
       offset += rows * k;
     }
   }
@@ -73,7 +76,9 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     for (std::size_t e = 0; e < ne; ++e) {
       const std::size_t rows = route.recv_counts[e * p + s];
       input_at[e * p + s] = offset;
-      if (rows > 0) expected.push_back({s, nullptr, rows * k, offset, input_flag(s, e)});
+      for (std::size_t r = 0; r < rows; r += tile_rows)
+        expected.push_back({s, nullptr, (std::min(rows, r + tile_rows) - r) * k, offset + r * k,
+                            input_flag(s, e, r / tile_rows)});
       offset += rows * k;
     }
   }
@@ -88,7 +93,8 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
   produced.reserve(tiles.size());
   for (const GemmTile& t : tiles) {
     BlockRoute r = result_route(t);
-    if (t.src != me) r.input = input_flag(t.src, t.expert);  // its rows arrive in this call
+    if (t.src != me)  // its rows arrive in this call
+      r.input = input_flag(t.src, t.expert, t.row0 / tile_rows);
     produced.push_back(r);
   }
   // The results coming back: as run()'s fused mode.

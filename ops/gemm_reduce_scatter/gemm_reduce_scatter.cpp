@@ -47,8 +47,9 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   partial_flags = ctx.flags_at(flags_offset, topo.size * blocks);
 }
 
-void GemmReduceScatterImpl::pack_weights(const float* w) {
+void GemmReduceScatterImpl::pack_weights(const float* w, bool kept) {
   constexpr std::size_t kPanels = 16;  // per task (256 columns)
+  weights_set = kept;
   ctx.run_compute((packed.panels() + kPanels - 1) / kPanels,
                   [&](std::size_t c) { packed.pack(0, w, n, c * kPanels, (c + 1) * kPanels); });
 }
@@ -58,18 +59,23 @@ void GemmReduceScatterImpl::gemm_rows(const float* a, std::size_t row0, std::siz
   kernels::gemm_tile(a + row0 * k, k, rows, packed, 0, 0, n, dst, ldc);  // k = 0: zeros
 }
 
-void GemmReduceScatterImpl::validate(const float* a, const float* w, const float* y,
-                                     bool check_y) const {
+void GemmReduceScatterImpl::validate(const float* a, const float* w, const float* y, bool check_y,
+                                     bool packed_w) const {
   if (m * k > 0 && a == nullptr)
     ctx.invalid(fmt::format("run: a is null with m x k_local = {} x {}", m, k));
-  if (k > 0 && w == nullptr) ctx.invalid(fmt::format("run: w is null with k_local = {}", k));
+  if (packed_w && k > 0 && !weights_set)
+    ctx.invalid(
+        "run: no weights: pass w, or call set_weights() before a call without it (a call with w "
+        "ends set_weights()' packing)");
+  if (!packed_w && k > 0 && w == nullptr)
+    ctx.invalid(fmt::format("run: w is null with k_local = {}", k));
   if (check_y && rows_local > 0 && y == nullptr)
     ctx.invalid(fmt::format("run: y is null with {} rows to receive", rows_local));
   auto overlaps = [](const float* p, std::size_t np, const float* q, std::size_t nq) {
     return np > 0 && nq > 0 && p < q + nq && q < p + np;
   };
   if (overlaps(y, rows_local * n, a, m * k)) ctx.invalid("run: y overlaps a");
-  if (overlaps(y, rows_local * n, w, k * n)) ctx.invalid("run: y overlaps w");
+  if (w != nullptr && overlaps(y, rows_local * n, w, k * n)) ctx.invalid("run: y overlaps w");
 }
 
 std::size_t GemmReduceScatterImpl::chunk_row0(std::size_t c, std::size_t chunks) const {
@@ -120,6 +126,20 @@ void GemmReduceScatterImpl::run_unfused(const float* a, float* y, std::size_t ch
        [&](std::size_t c) { reduce_scatter_chunk(y, c, chunks); }});
 }
 
+void GemmReduceScatterImpl::run(const float* a, const float* w, float* y, Mode mode,
+                                bool packed_w) {
+  ctx.dispatch(
+      mode, {m, n, tile},
+      [&] {
+        validate(a, w, y, true, packed_w);
+        if (m == 0) return false;  // every rank has the same m: nothing to do anywhere
+        if (!packed_w) pack_weights(w);
+        return true;
+      },
+      [&] { run_unfused(a, y, 1, false); },
+      [&] { run_unfused(a, y, ctx.options.shaped.chunks, true); }, [&] { run_fused(a, y); });
+}
+
 }  // namespace detail
 
 GemmReduceScatter::GemmReduceScatter(Communicator& comm, Device& device, std::size_t m,
@@ -129,24 +149,25 @@ GemmReduceScatter::GemmReduceScatter(Communicator& comm, Device& device, std::si
 GemmReduceScatter::~GemmReduceScatter() = default;
 
 void GemmReduceScatter::run(const float* a, const float* w, float* y, Mode mode) {
+  impl_->run(a, w, y, mode, false);
+}
+
+void GemmReduceScatter::run(const float* a, float* y, Mode mode) {
+  impl_->run(a, nullptr, y, mode, true);
+}
+
+void GemmReduceScatter::set_weights(const float* w) {
   detail::GemmReduceScatterImpl& op = *impl_;
-  op.ctx.dispatch(
-      mode, {op.m, op.n, op.tile},
-      [&] {
-        op.validate(a, w, y);
-        if (op.m == 0) return false;  // every rank has the same m: nothing to do anywhere
-        op.pack_weights(w);
-        return true;
-      },
-      [&] { op.run_unfused(a, y, 1, false); },
-      [&] { op.run_unfused(a, y, op.ctx.options.shaped.chunks, true); },
-      [&] { op.run_fused(a, y); });
+  if (op.k > 0 && w == nullptr)
+    op.ctx.invalid(fmt::format("set_weights: w is null with k_local = {}", op.k));
+  op.pack_weights(w, true);
 }
 
 void bench::compute_only(GemmReduceScatter& op, const float* a, const float* w) {
   detail::GemmReduceScatterImpl& impl = detail::BenchAccess::impl(op);
-  impl.validate(a, w, nullptr, false);
-  impl.pack_weights(w);
+  const bool packed_w = w == nullptr;  // null: set_weights()' packing
+  impl.validate(a, w, nullptr, false, packed_w);
+  if (!packed_w) impl.pack_weights(w);
   const std::vector<detail::RowTile> tiles = impl.chunk_tiles(0, 1);
   impl.ctx.run_compute(tiles.size(),
                        [&](std::size_t i) { impl.compute_chunk_tile(a, 0, 1, tiles[i]); });

@@ -25,12 +25,15 @@ struct GemmReduceScatterImpl {
   // Block i of every slice: local rows [block_row0(i), block_row0(i + 1)).
   std::size_t block_row0(std::size_t i) const { return std::min(rows_local, i * tile); }
   std::size_t block_rows(std::size_t i) const { return block_row0(i + 1) - block_row0(i); }
-  // Every mode's first step: W into `packed` (tasks of 16 panels on every CU, waited for).
-  void pack_weights(const float* w);
+  // Every mode's first step unless set_weights() packed W already: W into `packed` (tasks of 16
+  // panels on every CU, waited for). `kept`: from set_weights(), for the calls without w.
+  void pack_weights(const float* w, bool kept = false);
   // dst[rows x N] (row stride ldc) = A[global rows row0 .. row0 + rows) x W (from `packed`).
   void gemm_rows(const float* a, std::size_t row0, std::size_t rows, float* dst,
                  std::size_t ldc) const;
-  void validate(const float* a, const float* w, const float* y, bool check_y = true) const;
+  // `w` null with K_local > 0 is allowed only after set_weights() (`packed_w`: a call without w).
+  void validate(const float* a, const float* w, const float* y, bool check_y = true,
+                bool packed_w = false) const;
 
   // Unfused modes: chunk c = local rows [chunk_row0(c), chunk_row0(c + 1)) of every slice, laid
   // out chunk by chunk in `partial` as [owner][rows of the chunk][N], so each chunk's
@@ -41,12 +44,15 @@ struct GemmReduceScatterImpl {
   void reduce_scatter_chunk(float* y, std::size_t c, std::size_t chunks);
   void run_unfused(const float* a, float* y, std::size_t chunks, bool shaped);
   void run_fused(const float* a, float* y);  // gemm_reduce_scatter_fused.cpp
+  // GemmReduceScatter::run: `packed_w` = the call without w (set_weights()).
+  void run(const float* a, const float* w, float* y, Mode mode, bool packed_w);
 
   OpContext ctx;
   const Topology& topo;
   std::size_t m, k, n, rows_local = 0, tile = 0, blocks = 0;
   std::vector<float> partial;     // unfused modes: this rank's A_r W_r, chunk-major
   kernels::PackedWeights packed;  // this call's W, packed by pack_weights
+  bool weights_set = false;       // `packed` holds W from set_weights()
 
   // ---- fused ----
   // Segment of each on-node rank: flags [p * blocks] (index s * blocks + i: rank s's partial of

@@ -114,6 +114,44 @@ TEST(GemmReduceScatter, ManyCallsOnOneContext) {
   check_case(comm, dev, {19, 6, 11, 0}, 10);
 }
 
+// set_weights(): W packed once serves later calls without w (every mode and Auto), even after the
+// caller's W changes; a call with w packs it itself and ends that packing.
+TEST(GemmReduceScatter, WeightsPackedOnceServeLaterCalls) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int r = comm.rank();
+  const std::size_t rows = 7, m = rows * comm.size(), k = 5 + r % 2, n = 13;
+  GemmReduceScatter op(comm, dev, m, k, n);
+  std::vector<float> w(k * n);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    w[i] = small_int(i * 7 + r);
+  const std::vector<float> w_kept = w;
+  op.set_weights(w.data());
+  std::fill(w.begin(), w.end(), 99.0f);  // the caller's W changes: the packed one must not
+  for (int call = 0; call < 2; ++call) {
+    std::vector<float> a(m * k);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      a[i] = small_int(i * 13 + r * 5 + call);
+    const std::vector<float> ref = reference(a, w_kept, m, k, n, rows);
+    for (Mode mode : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto}) {
+      std::vector<float> y(rows * n, -1.0f);
+      op.run(a.data(), y.data(), mode);
+      EXPECT_EQ(y, ref) << "mode " << to_string(mode) << " call " << call;
+    }
+  }
+  std::vector<float> a(m * k, 1.0f), y(rows * n);
+  op.run(a.data(), w.data(), y.data(), Mode::Sequential);  // packs w = 99s
+  EXPECT_EQ(y, reference(a, w, m, k, n, rows));
+  try {
+    op.run(a.data(), y.data(), Mode::Sequential);
+    ADD_FAILURE() << "no error for a call without w after a call with it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set_weights"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(op.set_weights(nullptr), Error);
+}
+
 TEST(GemmReduceScatter, NonDefaultOptions) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
