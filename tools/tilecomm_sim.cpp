@@ -112,7 +112,6 @@ int main(int argc, char** argv) {
     costs.net.core_oversub = oversub;
     costs.nic_offload = nic_offload;
     const model::SimModes m = model::simulate_modes(profile, s, costs, !timeline.empty());
-    const double best = std::min(m.sequential, m.fused);
     fmt::print(
         "{} {} on {} node(s) x {} rank(s), {} core(s) x {} slot(s) per rank; link {:.3g} "
         "Gbit/s, latency {:.3g} us, core oversubscription {}\n",
@@ -126,7 +125,6 @@ int main(int argc, char** argv) {
     fmt::print("  shaped       {:10.1f} us\n", m.shaped * 1e6);
     fmt::print("  fused        {:10.1f} us  ({:+.1f} % vs sequential)\n", m.fused * 1e6,
                100 * (m.fused / m.sequential - 1));
-    (void)best;
     if (!timeline.empty()) std::ofstream(timeline) << model::timeline_json(m.fused_run);
     if (!json.empty())
       std::ofstream(json, std::ios::app) << fmt::format(
