@@ -85,15 +85,15 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
   if (zero_copy && out != own_inbox(plan.epoch()))
     ctx_->invalid("BlockExchange: a zero-copy call's out is not its own inbox half");
   if (header_words_ == 0) headers = nullptr;
-  // Tasks: [0, np) produced, [np, np + na) arrivals, then per peer a header send and a check,
-  // then the input sends; in the order: input sends, header sends, produced, arrivals, checks.
+  // Tasks and their order: ExchangeTasks (block_route.hpp), shared with the simulator.
   const std::size_t np = produced.size(), na = arrivals.size();
-  const std::size_t send_headers = np + na, check_headers = send_headers + p;
-  const std::size_t send_inputs = check_headers + p;
-  for (std::size_t i = 0; i < input_sends.size(); ++i) {
-    plan.add(send_inputs + i);
+  const ExchangeTasks ids{np, na, p, me, headers != nullptr, input_sends.size()};
+  const std::size_t send_headers = ids.send_headers(), check_headers = ids.check_headers();
+  const std::size_t send_inputs = ids.send_inputs();
+  for (std::size_t t : ids.order())
+    plan.add(t);
+  for (std::size_t i = 0; i < input_sends.size(); ++i)
     if (plan.dest(input_sends[i].peer) == FusedPlan::Dest::OffNode) plan.expect_send();
-  }
   if ((!input_sends.empty() || !input_arrivals.empty()) && !inputs_)
     ctx_->invalid("BlockExchange: a call with inputs before map_inputs()");
   float* my_inputs =
@@ -104,32 +104,24 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
                        static_cast<int>(input_tag(in.flag)), input_flags_[my_local], in.flag);
   if (headers != nullptr)
     for (int q = 0; q < p; ++q) {
-      if (q == me) continue;
-      plan.add(send_headers + q);
-      if (plan.dest(q) != FusedPlan::Dest::OffNode) continue;
+      if (q == me || plan.dest(q) != FusedPlan::Dest::OffNode) continue;
       plan.expect_send();
       plan.expect_recv(header_slot(my_local, plan.parity(), q), static_cast<int>(header_words_),
                        MPI_UINT64_T, q, static_cast<int>(header_tag()), flags_[my_local],
                        header_flag(q));
     }
   staged_.assign(np, 0);
-  for (std::size_t i = 0; i < np; ++i) {
-    plan.add(i);
+  for (std::size_t i = 0; i < np; ++i)
     if (plan.dest(produced[i].peer) == FusedPlan::Dest::OffNode) {
       staged_[i] = plan.stage(produced[i].block.floats());
       plan.expect_send();
     }
-  }
   for (std::size_t j = 0; j < na; ++j) {
-    plan.add(np + j);
     const BlockRoute& a = arrivals[j];
     if (plan.dest(a.peer) == FusedPlan::Dest::OffNode)
       plan.expect_recv(out + a.block.offset, 1, ctx_->block_type(a.block.rows, a.block.cols, ld_),
                        a.peer, static_cast<int>(a.flag), flags_[my_local], a.flag);
   }
-  if (headers != nullptr)
-    for (int q = 0; q < p; ++q)
-      if (q != me) plan.add(check_headers + q);
   plan.run([&](const WorkgroupContext& wg, std::size_t task) {
     if (task < np) {
       const BlockRoute& r = produced[task];
@@ -157,6 +149,19 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
   } else {
     flags_[my_local].signal(done_flag(), plan.epoch());
   }
+}
+
+std::vector<std::size_t> ExchangeTasks::order() const {
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < inputs; ++i)
+    order.push_back(send_inputs() + i);
+  for (int q = 0; q < ranks && headers; ++q)
+    if (q != rank) order.push_back(send_headers() + q);
+  for (std::size_t i = 0; i < produced + arrivals; ++i)
+    order.push_back(i);
+  for (int q = 0; q < ranks && headers; ++q)
+    if (q != rank) order.push_back(check_headers() + q);
+  return order;
 }
 
 void BlockExchange::release_outputs() {

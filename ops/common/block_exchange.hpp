@@ -43,31 +43,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/block_route.hpp"
 #include "ops/common/fused_plan.hpp"
 
 namespace tilecomm::detail {
-
-/// rows x cols floats at `offset` in a rank's output (row stride: the exchange's ld).
-struct Block {
-  std::size_t offset = 0, rows = 0, cols = 0;
-  std::size_t floats() const { return rows * cols; }
-};
-
-/// A block produced here for rank `peer`, or arriving here from rank `peer`. `flag` is its index
-/// in the destination's flags and its MPI tag. `block.offset` is where it lands in the
-/// destination's output (for a produced block only read when the destination is this rank);
-/// `inbox` is where it lands in the destination's inbox half when it crosses between two on-node
-/// ranks (row stride ld as well).
-struct BlockRoute {
-  int peer;
-  Block block;
-  std::size_t flag;
-  std::size_t inbox = 0;
-  /// Produced blocks only: the input flag (InputRoute::flag) whose rows, from `peer`, this block's
-  /// compute reads; kNoInput when it reads nothing moved by the call.
-  std::size_t input = kNoInput;
-  static constexpr std::size_t kNoInput = static_cast<std::size_t>(-1);
-};
 
 /// Input rows moved by the call itself before they are computed on (the dispatch of an
 /// All-to-All + GEMM): `floats` contiguous floats that land at `offset` in the destination's input

@@ -9,6 +9,7 @@
 
 #include "collectives/verify.hpp"
 #include "ops/common/op_util.hpp"
+#include "ops/common/plan_layout.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
 
@@ -86,20 +87,7 @@ std::size_t OpContext::wg_slots() const {
 }
 
 std::vector<int> OpContext::destination_order(bool remote_first) const {
-  std::vector<int> order;
-  if (!remote_first) {
-    for (int q = 0; q < topo.size; ++q)
-      order.push_back(q);
-    return order;
-  }
-  auto cls = [&](int q) { return !topo.on_node(q) ? 0 : q != topo.rank ? 1 : 2; };
-  for (int pass = 0; pass < 3; ++pass)
-    for (int i = 1; i <= topo.size;
-         ++i) {  // rotated: rank + 1 first, so no rank is everyone's first
-      const int q = (topo.rank + i) % topo.size;
-      if (cls(q) == pass) order.push_back(q);
-    }
-  return order;
+  return detail::destination_order(topo, remote_first);
 }
 
 std::size_t OpContext::tag_upper_bound() const {
@@ -110,10 +98,7 @@ std::size_t OpContext::tag_upper_bound() const {
 }
 
 std::vector<int> OpContext::source_order() const {
-  std::vector<int> order;
-  for (int i = 1; i < topo.size; ++i)
-    order.push_back((topo.rank - i + topo.size) % topo.size);
-  return order;
+  return detail::source_order(topo);
 }
 
 void OpContext::map_segment(const SegmentLayout& layout) {

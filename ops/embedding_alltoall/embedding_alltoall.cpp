@@ -59,11 +59,9 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
     batch_begin[q + 1] = split_begin(batch, p, q + 1);
   }
   // Tile: about 4 tiles per WG slot for each destination, 1..256 bags.
-  const std::size_t avg_tables = std::max<std::size_t>(1, first_table[p] / p);
   const std::size_t most_bags = (batch + p - 1) / p;
-  tile = ctx.options.tile
-             ? ctx.options.tile
-             : std::clamp<std::size_t>(most_bags * avg_tables / (4 * ctx.wg_slots()), 1, 256);
+  tile = ctx.options.tile ? ctx.options.tile
+                          : embedding_default_tile(batch, p, first_table[p], ctx.wg_slots());
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   // Indices per bag are per call: run() refines `pool` until the first Auto call plans.
   ctx.set_model_shape({model::OpKind::EmbeddingAllToAll, batch, 0, dim, local_tables, 1, tile});
@@ -205,19 +203,6 @@ void EmbeddingAllToAllImpl::pool_to_send(const TableSet& tables,
   // Send layout: per destination q, [local bag][local table][dim].
   pool(tables, k.table, bags[k.table], batch_begin[k.dst] + k.bag0, batch_begin[k.dst] + k.bag1,
        send + send_offset[k.dst] + (k.bag0 * local_tables + k.table) * dim, local_tables * dim);
-}
-
-std::vector<EmbeddingTile> EmbeddingAllToAllImpl::make_tiles(std::size_t c, std::size_t nc,
-                                                             bool remote_first) const {
-  std::vector<EmbeddingTile> tiles;
-  for (int q : ctx.destination_order(remote_first)) {
-    const std::size_t lo = split_begin(local_batch(q), nc, c);
-    const std::size_t hi = split_begin(local_batch(q), nc, c + 1);
-    for (std::size_t t = 0; t < local_tables; ++t)
-      for (std::size_t b = lo; b < hi; b += tile)
-        tiles.push_back({t, q, b, std::min(hi, b + tile)});
-  }
-  return tiles;
 }
 
 void EmbeddingAllToAllImpl::exchange(const float* send, float* out, std::size_t c, std::size_t nc) {

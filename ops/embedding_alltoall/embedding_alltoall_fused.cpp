@@ -14,26 +14,11 @@ void EmbeddingAllToAllImpl::run_fused(const TableSet& tables, std::span<const Em
                                       float* out) {
   // Zero-copy when out is this call's output view (validate() allowed no other overlap).
   const bool zero_copy = out_floats() > 0 && out == next_output();
-  const int p = topo.size, me = topo.rank;
-  const std::size_t row = first_table[p] * dim;  // floats per bag in out
-  const std::vector<EmbeddingTile> tiles = make_tiles(0, 1, ctx.options.remote_first);
-  std::vector<BlockRoute> produced, arrivals;
-  produced.reserve(tiles.size());
-  for (const EmbeddingTile& k : tiles) {
-    const std::size_t table = first_table[me] + k.table;
-    const std::size_t offset = k.bag0 * row + table * dim;
-    produced.push_back({k.dst, {offset, k.bag1 - k.bag0, dim}, flag_of(table, k.bag0), offset});
-  }
-  for (int s : ctx.source_order()) {
-    for (std::size_t table = first_table[s]; table < first_table[s + 1]; ++table)
-      for (std::size_t b = 0; b < local_batch(me); b += tile) {
-        const std::size_t b1 = std::min(local_batch(me), b + tile);
-        const std::size_t offset = b * row + table * dim;
-        arrivals.push_back({s, {offset, b1 - b, dim}, flag_of(table, b), offset});
-      }
-  }
+  const EmbeddingFusedRoutes routes =
+      embedding_fused_routes(topo, grid(), ctx.options.remote_first);
+  const std::vector<EmbeddingTile>& tiles = routes.tiles;
   fused_exchange.run(
-      produced, arrivals, out,
+      routes.produced, routes.arrivals, out,
       [&](std::size_t i, float* dst, std::size_t ld) {
         const EmbeddingTile& k = tiles[i];
         pool(tables, k.table, bags[k.table], batch_begin[k.dst] + k.bag0,

@@ -9,6 +9,7 @@
 
 #include "ops/common/block_exchange.hpp"
 #include "ops/common/op_context.hpp"
+#include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
 #include "tilecomm/embedding_alltoall.hpp"
 #include "tilecomm/types.hpp"
 
@@ -21,13 +22,6 @@ struct TableSet {
   bool is_bf16 = false;
   std::size_t size() const { return is_bf16 ? bf16.size() : f32.size(); }
   bool null(std::size_t t) const { return is_bf16 ? bf16[t] == nullptr : f32[t] == nullptr; }
-};
-
-/// A tile: local table `table`, destination rank `dst`, bags [bag0, bag1) of dst's batch slice.
-struct EmbeddingTile {
-  std::size_t table;
-  int dst;
-  std::size_t bag0, bag1;
 };
 
 struct EmbeddingAllToAllImpl {
@@ -58,7 +52,13 @@ struct EmbeddingAllToAllImpl {
   void pool_to_send(const TableSet& tables, std::span<const EmbeddingBags> bags,
                     const EmbeddingTile& tile, float* send) const;
   /// Tiles of chunk c of nc of every destination's slice, for every local table.
-  std::vector<EmbeddingTile> make_tiles(std::size_t c, std::size_t nc, bool remote_first) const;
+  std::vector<EmbeddingTile> make_tiles(std::size_t c, std::size_t nc, bool remote_first) const {
+    return embedding_tiles(topo, grid(), c, nc, remote_first);
+  }
+  /// The tables and bags as the planners (embedding_alltoall_plan.hpp) see them.
+  EmbeddingGrid grid() const {
+    return {first_table, batch_begin, dim, tile, local_tables, max_blocks};
+  }
   /// All-to-Allv of chunk c of nc of every slice from `send`, then the reshape into `out`.
   void exchange(const float* send, float* out, std::size_t c, std::size_t nc);
 

@@ -7,6 +7,7 @@
 #include "collectives/algorithm.hpp"
 #include "ops/common/op_util.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 #include "tilecomm/bench_hooks.hpp"
 #include "tilecomm/collectives.hpp"
 
@@ -29,9 +30,8 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
     ctx.invalid(fmt::format(
         "m = {} is not a multiple of the {} ranks (each receives m / ranks rows)", m, topo.size));
   rows_local = m / topo.size;
-  // Default tile: about 4 tiles per WG slot over the M rows this rank computes, 8..256 rows.
-  const std::size_t target = 4 * ctx.wg_slots();
-  tile = ctx.options.tile ? ctx.options.tile : std::clamp<std::size_t>(m / target, 8, 256);
+  // Default tile: gemm_reduce_scatter_plan.cpp (shared with the simulator).
+  tile = ctx.options.tile ? ctx.options.tile : gemm_rs_default_tile(m, ctx.wg_slots());
   ctx.agree({"m", "n", "shaped.chunks", "auto_rounds"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
              ctx.options.auto_rounds});

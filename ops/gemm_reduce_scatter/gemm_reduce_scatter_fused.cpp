@@ -9,6 +9,7 @@
 // calls alternate buffer halves (epoch parity); a rank is at most one call ahead of a peer, because
 // finishing a call needs every peer's partials of that call.
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 
 namespace tilecomm::detail {
 
@@ -17,17 +18,15 @@ void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
   const std::size_t reduce_base = static_cast<std::size_t>(p) * blocks;  // task ids after computes
   const bool remote_first = ctx.options.remote_first;
+  for (std::size_t t : gemm_rs_order(topo, blocks, remote_first))  // shared with the simulator
+    plan.add(t);
   std::vector<std::size_t> staged(p, 0);
-  for (int q : ctx.destination_order(remote_first)) {
-    if (plan.dest(q) == FusedPlan::Dest::OffNode) staged[q] = plan.stage(rows_local * n);
-    for (std::size_t i = 0; i < blocks; ++i) {
-      plan.add(q * blocks + i);
-      if (q == me && remote_first) plan.add(reduce_base + i);
-      if (plan.dest(q) == FusedPlan::Dest::OffNode) plan.expect_send();
+  for (int q : ctx.destination_order(remote_first))
+    if (plan.dest(q) == FusedPlan::Dest::OffNode) {
+      staged[q] = plan.stage(rows_local * n);
+      for (std::size_t i = 0; i < blocks; ++i)
+        plan.expect_send();
     }
-  }
-  for (std::size_t i = 0; i < blocks && !remote_first; ++i)
-    plan.add(reduce_base + i);
   for (int s = 0; s < p; ++s)  // partials of my blocks from off-node ranks: the proxy receives
     if (plan.dest(s) == FusedPlan::Dest::OffNode)
       for (std::size_t i = 0; i < blocks; ++i)

@@ -21,35 +21,11 @@ namespace {
 
 constexpr OpInfo kInfo{"GemvAllReduce", "gemv_allreduce", {"m", "tile", "batch"}, true};
 
-/// Fused outputs (the AllReduce payload, M x n floats) up to this size take the one-shot protocol
-/// (FusedAlgorithm::Auto): decode's projections (4-64 KiB per vector) are latency-bound; above it,
-/// two-shot's fewer bytes per rank win.
-constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
 /// bf16 batches of at least this many vectors take the batched kernel (W read once, a broadcast
 /// and an FMA per weight and group of 8 columns); smaller ones the one-vector kernel per column.
 /// One core, 4096 x 2048 (docs/ops.md, "Several vectors per call"): batched 3.3-3.8 ms for any
 /// n <= 8, per column 1.2-1.3 ms x n (n = 4: level; n = 8: 5.2-5.9 ms).
 constexpr std::size_t kBf16BatchedFrom = 4;
-/// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
-/// a 1 Gbit/s link (125 bytes/us) and ~10 us of CPU per Open MPI TCP message.
-constexpr double kOffNodeBytesPerUs = 125.0;
-constexpr double kOffNodeMessageUs = 10.0;
-
-/// One-shot row blocks. The call's exposed communication is about the last block's transfer,
-/// S / n x beta, plus the message cost of every block, n x c: n = sqrt(S beta / c) minimises it
-/// across nodes. At least one block per compute WG (two on a node, for balance), a multiple of
-/// the WGs, at least 16 rows. `bytes`: the payload, M x batch floats.
-std::size_t one_shot_tile(std::size_t m, std::size_t bytes, std::size_t compute_wgs,
-                          bool spans_nodes) {
-  std::size_t n = 2 * compute_wgs;
-  if (spans_nodes) {
-    const double s_beta = static_cast<double>(bytes) / kOffNodeBytesPerUs;
-    const auto best = static_cast<std::size_t>(std::lround(std::sqrt(s_beta / kOffNodeMessageUs)));
-    n = (std::max(best, compute_wgs) + compute_wgs - 1) / compute_wgs * compute_wgs;
-  }
-  return std::max<std::size_t>(16, ((m + n - 1) / n + 15) / 16 * 16);
-}
-
 }  // namespace
 
 GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::size_t m_,
@@ -62,21 +38,11 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
   if (m * n > limit)
     ctx.invalid(fmt::format("m x batch = {} x {} is too large (max {})", m, n, limit));
   const std::size_t payload = m * n * sizeof(float);  // bytes each rank contributes
-  algorithm = ctx.options.fused_algorithm;
-  if (algorithm == FusedAlgorithm::Auto)
-    algorithm = payload <= kOneShotMaxBytes ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
-  // Default tile, two-shot: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows
-  // on one node; up to 4096 rows (16 KiB messages) across nodes, where each tile is an MPI message
-  // and Open MPI's per-message cost over TCP outweighs finer overlap (docs/ops.md, "Tile size
-  // across nodes"). Those caps are bytes (4 and 16 KiB of Y): with n vectors, n times fewer rows.
-  // One-shot: one_shot_tile().
-  const std::size_t target = std::max<std::size_t>(1, 8 * ctx.wg_slots() * topo.size);
-  const std::size_t max_tile = std::max<std::size_t>(16, (ctx.spans_nodes() ? 4096 : 1024) / n);
-  const std::size_t compute_wgs = ctx.wg_slots();  // one-shot: the host drives the proxy
-  tile = ctx.options.tile ? ctx.options.tile
-         : algorithm == FusedAlgorithm::OneShot
-             ? one_shot_tile(m, payload, compute_wgs, ctx.spans_nodes())
-             : std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
+  // The algorithm and the default tile: gemv_allreduce_plan.cpp (the simulator plans with them).
+  algorithm = gemv_fused_algorithm(ctx.options.fused_algorithm, payload);
+  tile = ctx.options.tile
+             ? ctx.options.tile
+             : gemv_default_tile(m, n, algorithm, ctx.wg_slots(), topo.size, ctx.spans_nodes());
   ctx.agree({"m", "batch", "shaped.chunks", "fused_algorithm", "auto_rounds"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
              static_cast<long long>(ctx.options.fused_algorithm), ctx.options.auto_rounds});
@@ -92,14 +58,11 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
 }
 
 std::size_t GemvAllReduceImpl::first_block(int o) const {
-  return split_begin(blocks, static_cast<std::size_t>(topo.size), static_cast<std::size_t>(o));
+  return grid().first_block(o);
 }
 
 int GemvAllReduceImpl::owner(std::size_t b) const {
-  int o = 0;
-  while (o + 1 < topo.size && first_block(o + 1) <= b)
-    ++o;
-  return o;
+  return grid().owner(b);
 }
 
 // fp32 rows go to OpenBLAS sgemv (one vector) or sgemm (n vectors: W is read once): tilecomm's

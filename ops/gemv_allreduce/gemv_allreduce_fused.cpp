@@ -20,7 +20,9 @@
 namespace tilecomm::detail {
 namespace {
 
-enum class Kind : std::size_t { Compute, Reduce, Gather };
+enum class Kind : std::size_t { Compute, Reduce, Gather };  // = GemvTwoShotTask
+static_assert(static_cast<std::size_t>(Kind::Gather) ==
+              static_cast<std::size_t>(GemvTwoShotTask::Gather));
 
 }  // namespace
 
@@ -54,22 +56,8 @@ void GemvAllReduceImpl::map_fused_segment() {
 // reduced blocks to every off-node rank.
 void GemvAllReduceImpl::plan_fused(FusedPlan& plan, FusedCall& call) {
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
-  if (ctx.options.remote_first) {
-    // Other owners' blocks first (off-node, then on-node, rotated), then each of mine followed by
-    // its reduce, which waits for its own compute, which started first.
-    for (int o : ctx.destination_order(true))
-      for (std::size_t b = first_block(o); b < first_block(o + 1); ++b) {
-        plan.add(call.task(Kind::Compute, b, blocks));
-        if (o == me) plan.add(call.task(Kind::Reduce, b, blocks));
-      }
-  } else {
-    for (std::size_t b = 0; b < blocks; ++b)
-      plan.add(call.task(Kind::Compute, b, blocks));
-    for (std::size_t b = first_block(me); b < first_block(me + 1); ++b)
-      plan.add(call.task(Kind::Reduce, b, blocks));
-  }
-  for (std::size_t b = 0; b < blocks; ++b)
-    if (owner(b) != me) plan.add(call.task(Kind::Gather, b, blocks));
+  for (std::size_t t : gemv_two_shot_order(topo, grid(), ctx.options.remote_first))
+    plan.add(t);  // Kind and GemvTwoShotTask number the kinds alike
   if (!ctx.spans_nodes()) return;
   call.staged = plan.stage(m * n);
   int off_node_ranks = 0;

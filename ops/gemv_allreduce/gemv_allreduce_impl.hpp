@@ -8,6 +8,7 @@
 
 #include "ops/common/fused_plan.hpp"
 #include "ops/common/op_context.hpp"
+#include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "tilecomm/gemv_allreduce.hpp"
 
 namespace tilecomm::detail {
@@ -34,6 +35,8 @@ struct GemvAllReduceImpl {
   // first_block(o+1)).
   std::size_t first_block(int o) const;
   int owner(std::size_t b) const;
+  /// The blocks as the planners (gemv_allreduce_plan.hpp) see them.
+  GemvBlocks grid() const { return GemvBlocks(m, n, tile, topo.size); }
   // out[0 .. elems(b)) = W[rows of b] * X ([rows(b) x n] row-major): fp32 by OpenBLAS sgemv
   // (n = 1) or sgemm (n > 1), bf16 by the dispatched kernels (ops/kernels/gemv.hpp: per column
   // for n < 4, the batched one from 4). Every mode computes each element the same way.

@@ -34,7 +34,9 @@
 namespace tilecomm::detail {
 namespace {
 
-enum class Kind : std::size_t { Compute, NodeReduce, Final };
+enum class Kind : std::size_t { Compute, NodeReduce, Final };  // = GemvOneShotTask
+static_assert(static_cast<std::size_t>(Kind::Final) ==
+              static_cast<std::size_t>(GemvOneShotTask::Final));
 
 }  // namespace
 
@@ -51,8 +53,7 @@ struct GemvAllReduceImpl::OneShotCall {
 };
 
 int GemvAllReduceImpl::leader(int node, std::size_t b) const {
-  const std::vector<int>& ranks = topo.node_ranks[node];
-  return ranks[b % ranks.size()];
+  return gemv_leader(topo, node, b);
 }
 
 void GemvAllReduceImpl::one_shot_send(const WorkgroupContext& wg, const OneShotCall& call,
@@ -134,19 +135,8 @@ void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
   // Blocks this rank sends off-node: all of them when alone on its node, else those it leads.
   const int me = topo.rank, my_local = topo.local_rank;
   auto leads = [&](std::size_t b) { return leader(topo.node, b) == me; };
-  const std::size_t lag = ctx.wg_slots();
-  std::vector<std::size_t> node_reduces;
-  for (std::size_t b = 0; b < blocks; ++b)
-    if (call.node_sums && leads(b)) node_reduces.push_back(b);
-  std::size_t next = 0;  // next node reduce to list
-  for (std::size_t b = 0; b < blocks; ++b) {
-    plan.add(call.task(Kind::Compute, b, blocks));
-    while (next < node_reduces.size() && node_reduces[next] + lag <= b)
-      plan.add(call.task(Kind::NodeReduce, node_reduces[next++], blocks));
-  }
-  for (; next < node_reduces.size(); ++next)
-    plan.add(call.task(Kind::NodeReduce, node_reduces[next], blocks));
-  plan.add(call.task(Kind::Final, 0, blocks));  // one WG reduces every block, in order
+  for (std::size_t t : gemv_one_shot_order(topo, grid(), ctx.wg_slots()))
+    plan.add(t);  // Kind and GemvOneShotTask number the kinds alike
 
   for (std::size_t b = 0; b < blocks && ctx.spans_nodes(); ++b) {
     if (!leads(b)) continue;

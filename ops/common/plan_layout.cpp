@@ -1,0 +1,47 @@
+#include "ops/common/plan_layout.hpp"
+
+namespace tilecomm::detail {
+
+Topology block_topology(int rank, int nodes, int ranks_per_node) {
+  Topology t;
+  t.size = nodes * ranks_per_node;
+  t.rank = rank;
+  t.num_nodes = nodes;
+  t.node = rank / ranks_per_node;
+  t.local_rank = rank % ranks_per_node;
+  t.local_size = ranks_per_node;
+  t.node_ranks.assign(nodes, {});
+  for (int r = 0; r < t.size; ++r) {
+    t.node_of.push_back(r / ranks_per_node);
+    t.local_of.push_back(r % ranks_per_node);
+    t.node_ranks[r / ranks_per_node].push_back(r);
+  }
+  t.local_to_world = t.node_ranks[t.node];
+  return t;
+}
+
+std::vector<int> destination_order(const Topology& topo, bool remote_first) {
+  std::vector<int> order;
+  if (!remote_first) {
+    for (int q = 0; q < topo.size; ++q)
+      order.push_back(q);
+    return order;
+  }
+  auto cls = [&](int q) { return !topo.on_node(q) ? 0 : q != topo.rank ? 1 : 2; };
+  for (int pass = 0; pass < 3; ++pass)
+    for (int i = 1; i <= topo.size;
+         ++i) {  // rotated: rank + 1 first, so no rank is everyone's first
+      const int q = (topo.rank + i) % topo.size;
+      if (cls(q) == pass) order.push_back(q);
+    }
+  return order;
+}
+
+std::vector<int> source_order(const Topology& topo) {
+  std::vector<int> order;
+  for (int i = 1; i < topo.size; ++i)
+    order.push_back((topo.rank - i + topo.size) % topo.size);
+  return order;
+}
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,28 @@
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
+
+#include <algorithm>
+
+#include "ops/common/plan_layout.hpp"
+
+namespace tilecomm::detail {
+
+std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots) {
+  const std::size_t target = 4 * wg_slots;
+  return std::clamp<std::size_t>(m / target, 8, 256);
+}
+
+std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,
+                                       bool remote_first) {
+  const std::size_t reduce_base = static_cast<std::size_t>(topo.size) * blocks;
+  std::vector<std::size_t> order;
+  for (int q : destination_order(topo, remote_first))
+    for (std::size_t i = 0; i < blocks; ++i) {
+      order.push_back(q * blocks + i);
+      if (q == topo.rank && remote_first) order.push_back(reduce_base + i);
+    }
+  for (std::size_t i = 0; i < blocks && !remote_first; ++i)
+    order.push_back(reduce_base + i);
+  return order;
+}
+
+}  // namespace tilecomm::detail

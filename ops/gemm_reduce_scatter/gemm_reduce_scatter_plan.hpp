@@ -1,0 +1,20 @@
+#pragma once
+// The planning half of GemmReduceScatter's fused kernel (gemm_reduce_scatter_fused.cpp): its
+// default tile and task order. Pure functions of the shape and the layout, no MPI and no device:
+// the real call and the simulator (ops/model/sim_ops.cpp) plan with the same code.
+#include <cstddef>
+#include <vector>
+
+#include "collectives/topology.hpp"
+
+namespace tilecomm::detail {
+
+/// The default tile: about 4 tiles per WG slot over the M rows this rank computes, 8..256 rows.
+std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots);
+
+/// Task ids: q * blocks + i computes block i of owner q's rows; p * blocks + i reduces this rank's
+/// block i. Order: owners in destination_order(topo, remote_first) (with `remote_first`, each of
+/// this rank's own blocks followed at once by its reduce), else every reduce after the computes.
+std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks, bool remote_first);
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,124 @@
+#include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/common/op_util.hpp"
+#include "ops/common/plan_layout.hpp"
+
+namespace tilecomm::detail {
+namespace {
+
+/// Fused outputs (the AllReduce payload, M x n floats) up to this size take the one-shot protocol
+/// (FusedAlgorithm::Auto): decode's projections (4-64 KiB per vector) are latency-bound; above it,
+/// two-shot's fewer bytes per rank win.
+constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
+/// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
+/// a 1 Gbit/s link (125 bytes/us) and ~10 us of CPU per Open MPI TCP message.
+constexpr double kOffNodeBytesPerUs = 125.0;
+constexpr double kOffNodeMessageUs = 10.0;
+
+/// One-shot row blocks. The call's exposed communication is about the last block's transfer,
+/// S / n x beta, plus the message cost of every block, n x c: n = sqrt(S beta / c) minimises it
+/// across nodes. At least one block per compute WG (two on a node, for balance), a multiple of
+/// the WGs, at least 16 rows. `bytes`: the payload, M x batch floats.
+std::size_t one_shot_tile(std::size_t m, std::size_t bytes, std::size_t compute_wgs,
+                          bool spans_nodes) {
+  std::size_t n = 2 * compute_wgs;
+  if (spans_nodes) {
+    const double s_beta = static_cast<double>(bytes) / kOffNodeBytesPerUs;
+    const auto best = static_cast<std::size_t>(std::lround(std::sqrt(s_beta / kOffNodeMessageUs)));
+    n = (std::max(best, compute_wgs) + compute_wgs - 1) / compute_wgs * compute_wgs;
+  }
+  return std::max<std::size_t>(16, ((m + n - 1) / n + 15) / 16 * 16);
+}
+
+}  // namespace
+
+std::size_t GemvBlocks::first_block(int o) const {
+  return split_begin(blocks, static_cast<std::size_t>(ranks), static_cast<std::size_t>(o));
+}
+
+int GemvBlocks::owner(std::size_t b) const {
+  int o = 0;
+  while (o + 1 < ranks && first_block(o + 1) <= b)
+    ++o;
+  return o;
+}
+
+FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes) {
+  if (requested != FusedAlgorithm::Auto) return requested;
+  return payload_bytes <= kOneShotMaxBytes ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
+}
+
+std::size_t gemv_default_tile(std::size_t m, std::size_t n, FusedAlgorithm algorithm,
+                              std::size_t wg_slots, int ranks, bool spans_nodes) {
+  // Two-shot: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows on one node;
+  // up to 4096 rows (16 KiB messages) across nodes, where each tile is an MPI message and Open
+  // MPI's per-message cost over TCP outweighs finer overlap (docs/ops.md, "Tile size across
+  // nodes"). Those caps are bytes (4 and 16 KiB of Y): with n vectors, n times fewer rows.
+  // One-shot: one_shot_tile() (the host drives the proxy: every WG slot computes).
+  if (algorithm == FusedAlgorithm::OneShot)
+    return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes);
+  const std::size_t target =
+      std::max<std::size_t>(1, 8 * wg_slots * static_cast<std::size_t>(ranks));
+  const std::size_t max_tile = std::max<std::size_t>(16, (spans_nodes ? 4096 : 1024) / n);
+  return std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
+}
+
+std::vector<std::size_t> gemv_two_shot_order(const Topology& topo, const GemvBlocks& g,
+                                             bool remote_first) {
+  const int me = topo.rank;
+  const std::size_t blocks = g.blocks;
+  auto task = [&](GemvTwoShotTask kind, std::size_t b) {
+    return static_cast<std::size_t>(kind) * blocks + b;
+  };
+  std::vector<std::size_t> order;
+  if (remote_first) {
+    // Other owners' blocks first (off-node, then on-node, rotated), then each of mine followed by
+    // its reduce, which waits for its own compute, which started first.
+    for (int o : destination_order(topo, true))
+      for (std::size_t b = g.first_block(o); b < g.first_block(o + 1); ++b) {
+        order.push_back(task(GemvTwoShotTask::Compute, b));
+        if (o == me) order.push_back(task(GemvTwoShotTask::Reduce, b));
+      }
+  } else {
+    for (std::size_t b = 0; b < blocks; ++b)
+      order.push_back(task(GemvTwoShotTask::Compute, b));
+    for (std::size_t b = g.first_block(me); b < g.first_block(me + 1); ++b)
+      order.push_back(task(GemvTwoShotTask::Reduce, b));
+  }
+  for (std::size_t b = 0; b < blocks; ++b)
+    if (g.owner(b) != me) order.push_back(task(GemvTwoShotTask::Gather, b));
+  return order;
+}
+
+int gemv_leader(const Topology& topo, int node, std::size_t b) {
+  const std::vector<int>& ranks = topo.node_ranks[node];
+  return ranks[b % ranks.size()];
+}
+
+std::vector<std::size_t> gemv_one_shot_order(const Topology& topo, const GemvBlocks& g,
+                                             std::size_t lag) {
+  const std::size_t blocks = g.blocks;
+  auto task = [&](GemvOneShotTask kind, std::size_t b) {
+    return static_cast<std::size_t>(kind) * blocks + b;
+  };
+  const bool node_sums = topo.num_nodes > 1 && topo.local_size > 1;
+  std::vector<std::size_t> node_reduces;
+  for (std::size_t b = 0; b < blocks; ++b)
+    if (node_sums && gemv_leader(topo, topo.node, b) == topo.rank) node_reduces.push_back(b);
+  std::vector<std::size_t> order;
+  std::size_t next = 0;  // next node reduce to list
+  for (std::size_t b = 0; b < blocks; ++b) {
+    order.push_back(task(GemvOneShotTask::Compute, b));
+    while (next < node_reduces.size() && node_reduces[next] + lag <= b)
+      order.push_back(task(GemvOneShotTask::NodeReduce, node_reduces[next++]));
+  }
+  for (; next < node_reduces.size(); ++next)
+    order.push_back(task(GemvOneShotTask::NodeReduce, node_reduces[next]));
+  order.push_back(task(GemvOneShotTask::Final, 0));  // one WG reduces every block, in order
+  return order;
+}
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,54 @@
+#pragma once
+// The planning half of GemvAllReduce's fused kernels: its row blocks, who owns or leads each, its
+// default tile, and the task order of the two-shot (gemv_allreduce_fused.cpp) and one-shot
+// (gemv_allreduce_one_shot.cpp) kernels. Pure functions of the shape and the layout, no MPI and
+// no device: the real call and the simulator (ops/model/sim_ops.cpp) plan with the same code.
+#include <cstddef>
+#include <vector>
+
+#include "collectives/topology.hpp"
+#include "tilecomm/ops.hpp"
+
+namespace tilecomm::detail {
+
+/// Row blocks of M rows of n vectors, `tile` rows each, split into `ranks` contiguous ranges of
+/// blocks: rank o owns (two-shot: reduces) [first_block(o), first_block(o + 1)).
+struct GemvBlocks {
+  std::size_t m = 0, n = 1, tile = 1, blocks = 0;
+  int ranks = 1;
+  GemvBlocks() = default;
+  GemvBlocks(std::size_t m_, std::size_t n_, std::size_t tile_, int ranks_)
+      : m(m_), n(n_), tile(tile_), blocks((m_ + tile_ - 1) / tile_), ranks(ranks_) {}
+  std::size_t row0(std::size_t b) const { return b * tile < m ? b * tile : m; }
+  std::size_t rows(std::size_t b) const { return row0(b + 1) - row0(b); }
+  std::size_t elem0(std::size_t b) const { return row0(b) * n; }
+  std::size_t elems(std::size_t b) const { return rows(b) * n; }
+  std::size_t first_block(int o) const;
+  int owner(std::size_t b) const;
+};
+
+/// Task kinds; a task id is kind * blocks + block.
+enum class GemvTwoShotTask : std::size_t { Compute, Reduce, Gather };
+enum class GemvOneShotTask : std::size_t { Compute, NodeReduce, Final };
+
+/// FusedAlgorithm::Auto resolved for a payload of `payload_bytes` (M x n floats): one-shot up to
+/// 256 KiB, two-shot above.
+FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes);
+/// The default tile (rows) for `algorithm` (resolved) on `wg_slots` WG slots per rank, `ranks`
+/// ranks, across nodes or not (the constructor's rule; then the smallest across ranks).
+std::size_t gemv_default_tile(std::size_t m, std::size_t n, FusedAlgorithm algorithm,
+                              std::size_t wg_slots, int ranks, bool spans_nodes);
+
+/// Two-shot task order of rank topo.rank: with `remote_first`, other owners' blocks first
+/// (destination_order), each of mine followed by its reduce; else computes, then reduces; then
+/// the gathers of blocks owned elsewhere.
+std::vector<std::size_t> gemv_two_shot_order(const Topology& topo, const GemvBlocks& g,
+                                             bool remote_first);
+/// One-shot: node n's rank that sums block b and sends it off-node.
+int gemv_leader(const Topology& topo, int node, std::size_t b);
+/// One-shot task order: computes 0 .. B-1, each node reduce `lag` computes after its block (when
+/// the job spans nodes and this node has several ranks), then one Final task (block 0's id).
+std::vector<std::size_t> gemv_one_shot_order(const Topology& topo, const GemvBlocks& g,
+                                             std::size_t lag);
+
+}  // namespace tilecomm::detail

@@ -1,0 +1,120 @@
+#include "ops/model/sim_collectives.hpp"
+
+#include "collectives/default_thresholds.hpp"
+
+namespace tilecomm::model {
+
+using detail::DefaultThresholds;
+using detail::Topology;
+
+double reduce_seconds(const Profile& p, double bytes) {
+  if (bytes <= 0) return 0;
+  const double t = p.reduce.at(bytes);
+  return t > 0 ? t : p.reduce.c[1] * bytes;
+}
+
+double copy_seconds(const Profile& p, double bytes) {
+  if (bytes <= 0) return 0;
+  // A copy streams memory as a reduction does: the segment's per-byte cost when the profile
+  // measured it, else the reduction's (a profile made with one rank per node has no shm path,
+  // and borrowing the MPI path's beta would charge a network's rate for a memcpy).
+  const double beta = p.shm.measured && p.shm.beta() > 0 ? p.shm.beta() : p.reduce.c[1];
+  return beta > 0 ? beta * bytes : 0;
+}
+
+namespace {
+
+// Every on-node rank (this one included) flags `key` to every other; then this rank waits for all.
+void node_exchange(std::vector<SimStep>& steps, const Topology& topo, std::uint64_t key) {
+  for (int r : topo.node_ranks[topo.node])
+    if (r != topo.rank) steps.push_back(SimStep::send(r, key, 0, SimPath::Flag));
+  for (int r : topo.node_ranks[topo.node])
+    if (r != topo.rank) steps.push_back(SimStep::await(r, key));
+}
+
+}  // namespace
+
+void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
+                     const Profile& p, std::uint64_t base) {
+  const int q = topo.local_size, nn = topo.num_nodes;
+  if (topo.size <= 1) return;
+  if (nn == 1 && bytes <= DefaultThresholds::allreduce_one_shot_max_for(q)) {
+    // one_shot: every rank stages its input, every rank reduces all of them.
+    node_exchange(steps, topo, base);
+    steps.push_back(
+        SimStep::compute(copy_seconds(p, (q - 1) * bytes) + reduce_seconds(p, (q - 1) * bytes)));
+    return;
+  }
+  const double slice = bytes / q;
+  if (q > 1) {  // node-local reduce-scatter: read q - 1 slices, add them
+    node_exchange(steps, topo, base + 1);
+    steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * slice)));
+  }
+  if (nn > 1) {  // between the nodes: the ranks of my local rank, one per node
+    auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
+    if (slice <= DefaultThresholds::allreduce_recursive_doubling_max) {
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(
+            SimStep::send(partner((topo.node + i) % nn), base + 3, slice, SimPath::Mpi));
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 3));
+      steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * slice)));
+    } else {  // direct reduce-scatter of the slice, then all-gather
+      const double part = slice / nn;
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 4, part, SimPath::Mpi));
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 4));
+      steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * part)));
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 5, part, SimPath::Mpi));
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 5));
+    }
+  }
+  if (q > 1) {  // node-local all-gather: copy the q - 1 other slices
+    node_exchange(steps, topo, base + 2);
+    steps.push_back(SimStep::compute(copy_seconds(p, (q - 1) * slice)));
+  }
+}
+
+void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
+                          const Profile& p, std::uint64_t base) {
+  const int q = topo.local_size, nn = topo.num_nodes;
+  if (topo.size <= 1) return;
+  const double node_slice = bytes / q;  // what a local rank sums for its node
+  if (q > 1) {                          // read my node slice from the q - 1 peers, add
+    node_exchange(steps, topo, base + 6);
+    steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * node_slice)));
+  }
+  if (nn > 1) {
+    auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
+    const double part = node_slice / nn;  // each other node's share of my node slice
+    for (int i = 1; i < nn; ++i)
+      steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 7, part, SimPath::Mpi));
+    for (int i = 1; i < nn; ++i)
+      steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 7));
+    steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * part)));
+  }
+}
+
+void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
+                     const std::vector<double>& send, const std::vector<double>& recv,
+                     const Profile& p, std::uint64_t base) {
+  const int n = topo.size, me = topo.rank;
+  double received = recv[me];
+  for (int i = 1; i < n; ++i) {
+    const int q = (me + i) % n;
+    if (send[q] <= 0) continue;
+    steps.push_back(SimStep::send(q, base, send[q], topo.on_node(q) ? SimPath::Shm : SimPath::Mpi));
+  }
+  for (int i = 1; i < n; ++i) {
+    const int s = (me - i + n) % n;
+    if (recv[s] <= 0) continue;
+    steps.push_back(SimStep::await(s, base));
+    received += recv[s];
+  }
+  steps.push_back(SimStep::compute(copy_seconds(p, received)));
+}
+
+}  // namespace tilecomm::model

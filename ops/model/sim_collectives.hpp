@@ -1,0 +1,41 @@
+#pragma once
+// The unfused modes' collectives as simulator steps (sim.hpp): one rank's part of the algorithm
+// the library's default table picks (collectives/default_thresholds.hpp), step by step.
+//  - AllReduce, ReduceOrder::Canonical (what GemvAllReduce's sequential and shaped modes ask):
+//    one node: one_shot (payload <= 4 KiB on a node of <= 2 ranks, 8 KiB above) or two_shot
+//    through the segment; across nodes: hierarchical (a node-local reduce-scatter, the slices
+//    all-reduced between the nodes by the ranks of the same local rank: one-shot up to 16 KiB,
+//    else a direct reduce-scatter + all-gather, then a node-local all-gather).
+//  - ReduceScatter, ReduceOrder::Canonical (GemmReduceScatter): reduce_scatter_steps.
+//  - All-to-Allv: on one node the segment (each rank copies its blocks into the peers'), across
+//    nodes MPI_Alltoallv as linear Isend/Irecv to every peer (Open MPI's basic linear).
+#include <cstdint>
+#include <vector>
+
+#include "collectives/topology.hpp"
+#include "ops/model/profile.hpp"
+#include "ops/model/sim.hpp"
+
+namespace tilecomm::model {
+
+/// Appends rank topo.rank's steps of an AllReduce of `bytes` per rank; messages keyed from `base`
+/// (the caller keeps bases of different collectives apart by at least 16).
+void allreduce_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
+                     const Profile& p, std::uint64_t base);
+/// Appends rank topo.rank's steps of a ReduceScatter of `bytes` per rank (every rank ends with
+/// bytes / p of the sum), ReduceOrder::Canonical: one node: through the segment (read the p - 1
+/// peers' parts of my slice, add); across nodes: hierarchical (a node-local reduce-scatter, then a
+/// direct reduce-scatter of each node slice between the ranks of the same local rank).
+void reduce_scatter_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
+                          const Profile& p, std::uint64_t base);
+/// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q, `recv[q]` from q,
+/// then a copy of everything received (the operators reshape it into their output).
+void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,
+                     const std::vector<double>& send, const std::vector<double>& recv,
+                     const Profile& p, std::uint64_t base);
+
+/// Costs of the simple CPU work a step does: adding `bytes` of floats, copying `bytes`.
+double reduce_seconds(const Profile& p, double bytes);
+double copy_seconds(const Profile& p, double bytes);
+
+}  // namespace tilecomm::model

@@ -1,0 +1,32 @@
+#pragma once
+// The simulator's network (docs/model.md, "Simulator"): every node has one NIC with a FIFO link
+// queue per direction (egress, ingress) at `link_bytes_per_s`, and the nodes hang off a core that
+// is either full bisection (never a bottleneck) or oversubscribed by `core_oversub` (one shared
+// FIFO at nodes x link / core_oversub). A message is cut through: it occupies the sender's egress
+// for bytes / rate from when that is free, the core likewise, and the receiver's ingress from
+// when the head arrives (`latency_s` after it left) and the ingress is free.
+#include <vector>
+
+namespace tilecomm::model {
+
+struct NetworkParams {
+  double link_bytes_per_s = 12.5e9;  ///< per NIC and direction (100 Gbit/s)
+  double latency_s = 2e-6;           ///< one way, wire and switches
+  double core_oversub = 1;           ///< 1: full bisection; X > 1: core at nodes x link / X
+};
+
+class Network {
+ public:
+  Network(int nodes, const NetworkParams& params);
+  /// A message of `bytes` from node `src` to node `dst` (different nodes), ready to leave at
+  /// `ready`: reserves the queues it crosses and returns when its last byte has arrived.
+  /// Calls must come in nondecreasing `ready` order for the queues to be FIFO.
+  double deliver(double ready, int src, int dst, double bytes);
+
+ private:
+  NetworkParams p_;
+  std::vector<double> egress_free_, ingress_free_;
+  double core_free_ = 0, core_rate_ = 0;
+};
+
+}  // namespace tilecomm::model

@@ -1,0 +1,440 @@
+// Each operator's call as simulator programs. The order of tasks, the tiles and where each goes
+// come from the operators' planners (ops/*/..._plan.hpp, ops/common/block_route.hpp); what a
+// task does follows its kernel body (named at each builder).
+#include "ops/model/sim_ops.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ops/common/op_util.hpp"
+#include "ops/common/plan_layout.hpp"
+#include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
+#include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
+#include "ops/model/sim_collectives.hpp"
+#include "tilecomm/error.hpp"
+
+namespace tilecomm::model {
+
+using namespace tilecomm::detail;
+
+namespace {
+
+constexpr double kFloat = sizeof(float);
+// Message keys: kind << 40 | index (the kinds of one op never share a (source, destination,
+// key)); collectives from kCollective + 16 x chunk.
+constexpr std::uint64_t kPartial = 1ull << 40, kReduced = 2ull << 40, kNodeSum = 3ull << 40;
+constexpr std::uint64_t kBlock = 4ull << 40, kChunkDone = 5ull << 40, kCollective = 6ull << 40;
+
+double cores_of(const SimSetup& s) {
+  return s.cpu_share > 0 ? s.cpu_share : s.cus;
+}
+
+double gemv_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
+  return std::max(0.0, p.gemv.at(double(rows), double(rows) * s.k * s.n));
+}
+double pool_tile_s(const Profile& p, const OpShape& s, std::size_t bags) {
+  const double lookups = double(bags) * s.pool;
+  return std::max(0.0, p.embedding.at(lookups, lookups * s.n));
+}
+
+// ---- GemvAllReduce ----
+
+GemvBlocks gemv_blocks(const SimSetup& s) {
+  return GemvBlocks(s.shape.m, s.shape.n, sim_tile(s), s.ranks());
+}
+FusedAlgorithm gemv_algorithm(const SimSetup& s) {
+  return gemv_fused_algorithm(s.options.fused_algorithm, s.shape.m * s.shape.n * sizeof(float));
+}
+
+// Two-shot (gemv_allreduce_fused.cpp: fused_compute, fused_reduce, fused_gather).
+SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo) {
+  const GemvBlocks g = gemv_blocks(s);
+  const int me = topo.rank, ranks = topo.size;
+  SimRank rank;
+  const bool proxy_wg = topo.num_nodes > 1 && s.slots > 1;
+  rank.slots = std::max(1, s.slots - (proxy_wg ? 1 : 0));
+  for (std::size_t t : gemv_two_shot_order(topo, g, s.options.remote_first)) {
+    const std::size_t b = t % g.blocks;
+    const auto kind = static_cast<GemvTwoShotTask>(t / g.blocks);
+    const double bytes = double(g.elems(b)) * kFloat;
+    const int o = g.owner(b);
+    SimTask task;
+    task.tile = static_cast<long long>(b);
+    auto to = [&](int q, std::uint64_t key) {  // a block stored for / sent to rank q
+      if (q == me || topo.on_node(q))
+        task.steps.push_back(SimStep::send(q, key, bytes, SimPath::Flag));
+      else
+        task.steps.push_back(SimStep::send(q, key, bytes, SimPath::Mpi, true));
+    };
+    switch (kind) {
+      case GemvTwoShotTask::Compute:  // straight into the owner's slot, or staged and sent
+        task.label = "compute";
+        task.peer = o;
+        task.steps.push_back(SimStep::compute(gemv_tile_s(p, s.shape, g.rows(b))));
+        to(o, kPartial | b);
+        break;
+      case GemvTwoShotTask::Reduce:  // every rank's partial, reduced; sent off-node, flagged on
+        task.label = "reduce";
+        for (int src = 0; src < ranks; ++src)
+          task.steps.push_back(SimStep::await(src, kPartial | b));
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, (ranks - 1) * bytes)));
+        for (int q = 0; q < ranks; ++q)
+          if (q != me) to(q, kReduced | b);
+        task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
+        break;
+      case GemvTwoShotTask::Gather:  // the owner's reduced block: copied (on-node) or received
+        task.label = "gather";
+        task.steps.push_back(SimStep::await(o, kReduced | b));
+        if (topo.on_node(o)) task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
+        break;
+    }
+    rank.tasks.push_back(std::move(task));
+  }
+  return rank;
+}
+
+// One-shot (gemv_allreduce_one_shot.cpp: one_shot_compute, one_shot_node_reduce, one_shot_final).
+SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo) {
+  const GemvBlocks g = gemv_blocks(s);
+  const int me = topo.rank;
+  const bool node_sums = topo.num_nodes > 1 && topo.local_size > 1;
+  std::vector<int> peers_of;  // other nodes, rotated
+  for (int i = 1; i < topo.num_nodes; ++i)
+    peers_of.push_back((topo.node + i) % topo.num_nodes);
+  const std::vector<int>& mine = topo.node_ranks[topo.node];
+  SimRank rank;
+  rank.slots = s.slots;  // the host drives the proxy
+  auto send_off = [&](SimTask& task, std::size_t b, double bytes) {
+    for (int n : peers_of)  // node n's leader of b receives into its segment: its node sees it
+      task.steps.push_back(
+          SimStep::send(gemv_leader(topo, n, b), kPartial | b, bytes, SimPath::Mpi, true, true));
+  };
+  for (std::size_t t : gemv_one_shot_order(topo, g, static_cast<std::size_t>(s.slots))) {
+    const std::size_t b = t % g.blocks;
+    const auto kind = static_cast<GemvOneShotTask>(t / g.blocks);
+    SimTask task;
+    task.tile = static_cast<long long>(b);
+    const double bytes = double(g.elems(b)) * kFloat;
+    switch (kind) {
+      case GemvOneShotTask::Compute:
+        task.label = "compute";
+        task.peer = me;
+        task.steps.push_back(SimStep::compute(gemv_tile_s(p, s.shape, g.rows(b))));
+        for (int r : mine)  // released in my segment: my node's ranks read it there
+          task.steps.push_back(SimStep::send(r, kPartial | b, bytes, SimPath::Flag));
+        if (!node_sums) send_off(task, b, bytes);
+        break;
+      case GemvOneShotTask::NodeReduce:
+        task.label = "node sum";
+        for (int r : mine)
+          task.steps.push_back(SimStep::await(r, kPartial | b));
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, (mine.size() - 1) * bytes)));
+        for (int r : mine)
+          task.steps.push_back(SimStep::send(r, kNodeSum | b, bytes, SimPath::Flag));
+        send_off(task, b, bytes);
+        break;
+      case GemvOneShotTask::Final:  // one task: every block in turn
+        task.label = "final";
+        for (std::size_t f = 0; f < g.blocks; ++f) {
+          const double fbytes = double(g.elems(f)) * kFloat;
+          int sources = 0;
+          for (int n = 0; n < topo.num_nodes; ++n) {
+            if (n != topo.node) {  // node n's sum, sent by its leader of f
+              task.steps.push_back(SimStep::await(gemv_leader(topo, n, f), kPartial | f));
+              ++sources;
+            } else if (node_sums) {
+              task.steps.push_back(SimStep::await(gemv_leader(topo, topo.node, f), kNodeSum | f));
+              ++sources;
+            } else {
+              for (int r : mine) {
+                task.steps.push_back(SimStep::await(r, kPartial | f));
+                ++sources;
+              }
+            }
+          }
+          task.steps.push_back(SimStep::compute(reduce_seconds(p, (sources - 1) * fbytes)));
+        }
+        break;
+    }
+    rank.tasks.push_back(std::move(task));
+  }
+  return rank;
+}
+
+// ---- EmbeddingAllToAll ----
+
+struct EmbeddingLayout {
+  std::vector<std::size_t> first_table, batch_begin;
+  EmbeddingGrid grid;
+};
+EmbeddingLayout embedding_layout(const SimSetup& s) {
+  const int p = s.ranks();
+  EmbeddingLayout l;
+  l.first_table.assign(p + 1, 0);
+  l.batch_begin.assign(p + 1, 0);
+  for (int q = 0; q < p; ++q) {
+    l.first_table[q + 1] = l.first_table[q] + s.shape.tables;
+    l.batch_begin[q + 1] = split_begin(s.shape.m, p, q + 1);
+  }
+  l.grid.first_table = l.first_table;
+  l.grid.batch_begin = l.batch_begin;
+  l.grid.dim = s.shape.n;
+  l.grid.tile = sim_tile(s);
+  l.grid.local_tables = s.shape.tables;
+  for (int q = 0; q < p; ++q)
+    l.grid.max_blocks =
+        std::max(l.grid.max_blocks, (l.grid.local_batch(q) + l.grid.tile - 1) / l.grid.tile);
+  return l;
+}
+
+// BlockExchange::run (block_exchange.cpp: produce, arrive); no headers, no inputs.
+SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& topo) {
+  const EmbeddingLayout l = embedding_layout(s);
+  const EmbeddingFusedRoutes r = embedding_fused_routes(topo, l.grid, s.options.remote_first);
+  const ExchangeTasks ids{r.produced.size(), r.arrivals.size(), topo.size, topo.rank, false, 0};
+  SimRank rank;
+  rank.slots = std::max(1, s.slots - (topo.num_nodes > 1 && s.slots > 1 ? 1 : 0));
+  for (std::size_t t : ids.order()) {
+    SimTask task;
+    if (t < ids.produced) {
+      const BlockRoute& b = r.produced[t];
+      const double bytes = double(b.block.floats()) * kFloat;
+      task.label = "pool";
+      task.tile = static_cast<long long>(t);
+      task.peer = b.peer;
+      task.steps.push_back(SimStep::compute(pool_tile_s(p, s.shape, b.block.rows)));
+      if (b.peer != topo.rank)
+        task.steps.push_back(SimStep::send(b.peer, kBlock | b.flag, bytes,
+                                           topo.on_node(b.peer) ? SimPath::Flag : SimPath::Mpi,
+                                           true));
+    } else {
+      const BlockRoute& a = r.arrivals[t - ids.produced];
+      task.label = "arrive";
+      task.tile = static_cast<long long>(a.flag);
+      task.steps.push_back(SimStep::await(a.peer, kBlock | a.flag));
+      if (topo.on_node(a.peer))  // copied out of the inbox
+        task.steps.push_back(SimStep::compute(copy_seconds(p, double(a.block.floats()) * kFloat)));
+    }
+    rank.tasks.push_back(std::move(task));
+  }
+  return rank;
+}
+
+// ---- GemmReduceScatter ----
+
+struct GemmRsBlocks {
+  std::size_t rows_local, tile, blocks;
+  std::size_t row0(std::size_t i) const { return std::min(rows_local, i * tile); }
+  std::size_t rows(std::size_t i) const { return row0(i + 1) - row0(i); }
+};
+GemmRsBlocks gemm_rs_blocks(const SimSetup& s) {
+  const std::size_t rows_local = s.shape.m / static_cast<std::size_t>(s.ranks()), t = sim_tile(s);
+  return {rows_local, t, (rows_local + t - 1) / t};
+}
+double gemm_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
+  return std::max(0.0, p.gemm.at(double(rows), double(rows) * s.k * s.n));
+}
+
+// gemm_reduce_scatter_fused.cpp: compute block i of owner q (into q's slot, or staged and sent),
+// reduce my block i (await every rank's partial, add).
+SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo) {
+  const GemmRsBlocks g = gemm_rs_blocks(s);
+  const int ranks = topo.size;
+  const std::size_t reduce_base = static_cast<std::size_t>(ranks) * g.blocks;
+  SimRank rank;
+  rank.slots = std::max(1, s.slots - (topo.num_nodes > 1 && s.slots > 1 ? 1 : 0));
+  for (std::size_t t : gemm_rs_order(topo, g.blocks, s.options.remote_first)) {
+    SimTask task;
+    task.tile = static_cast<long long>(t);
+    if (t >= reduce_base) {
+      const std::size_t i = t - reduce_base;
+      task.label = "reduce";
+      for (int src = 0; src < ranks; ++src)
+        task.steps.push_back(SimStep::await(src, kPartial | i));
+      task.steps.push_back(SimStep::compute(
+          reduce_seconds(p, (ranks - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
+    } else {
+      const int q = static_cast<int>(t / g.blocks);
+      const std::size_t i = t % g.blocks;
+      const double bytes = double(g.rows(i)) * s.shape.n * kFloat;
+      task.label = "compute";
+      task.peer = q;
+      task.steps.push_back(SimStep::compute(gemm_tile_s(p, s.shape, g.rows(i))));
+      const bool off = !topo.on_node(q);
+      task.steps.push_back(
+          SimStep::send(q, kPartial | i, bytes, off ? SimPath::Mpi : SimPath::Flag, off));
+    }
+    rank.tasks.push_back(std::move(task));
+  }
+  return rank;
+}
+
+// ---- the unfused modes ----
+
+// The compute of chunk c of nc: one task per tile (the operators' shaped chunks split the same
+// tiles: GEMV's row blocks, embedding's make_tiles(c, nc)).
+std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topology& topo,
+                                std::size_t c, std::size_t nc, std::vector<double>* send_bytes) {
+  std::vector<double> tiles;
+  if (s.shape.op == OpKind::GemvAllReduce) {
+    const GemvBlocks g = gemv_blocks(s);
+    for (std::size_t b = split_begin(g.blocks, nc, c); b < split_begin(g.blocks, nc, c + 1); ++b)
+      tiles.push_back(gemv_tile_s(p, s.shape, g.rows(b)));
+    return tiles;
+  }
+  if (s.shape.op == OpKind::GemmReduceScatter) {  // chunk c of every owner's rows
+    const GemmRsBlocks g = gemm_rs_blocks(s);
+    const std::size_t lo = split_begin(g.rows_local, nc, c),
+                      hi = split_begin(g.rows_local, nc, c + 1);
+    for (int q = 0; q < topo.size; ++q)
+      for (std::size_t r = lo; r < hi; r += g.tile)
+        tiles.push_back(gemm_tile_s(p, s.shape, std::min(hi, r + g.tile) - r));
+    return tiles;
+  }
+  const EmbeddingLayout l = embedding_layout(s);
+  for (const EmbeddingTile& k : embedding_tiles(topo, l.grid, c, nc, false)) {
+    tiles.push_back(pool_tile_s(p, s.shape, k.bag1 - k.bag0));
+    if (send_bytes) (*send_bytes)[k.dst] += double(k.bag1 - k.bag0) * s.shape.n * kFloat;
+  }
+  return tiles;
+}
+
+// Rank topo.rank's collective of chunk c of nc.
+std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const Topology& topo,
+                                      std::size_t c, std::size_t nc, std::uint64_t base) {
+  std::vector<SimStep> steps;
+  if (s.shape.op == OpKind::GemvAllReduce) {
+    const GemvBlocks g = gemv_blocks(s);
+    const std::size_t b0 = split_begin(g.blocks, nc, c), b1 = split_begin(g.blocks, nc, c + 1);
+    const double bytes = double(g.elem0(b1) - g.elem0(b0)) * kFloat;
+    allreduce_steps(steps, topo, bytes, p, base);
+    return steps;
+  }
+  if (s.shape.op == OpKind::GemmReduceScatter) {
+    const GemmRsBlocks g = gemm_rs_blocks(s);
+    const double rows =
+        double(split_begin(g.rows_local, nc, c + 1) - split_begin(g.rows_local, nc, c));
+    reduce_scatter_steps(steps, topo, rows * topo.size * s.shape.n * kFloat, p, base);
+    return steps;
+  }
+  const EmbeddingLayout l = embedding_layout(s);
+  const int n = topo.size;
+  std::vector<double> send(n, 0), recv(n, 0);
+  const std::size_t mine = l.grid.local_batch(topo.rank);
+  for (int q = 0; q < n; ++q) {
+    const std::size_t lq = l.grid.local_batch(q);
+    send[q] = double(split_begin(lq, nc, c + 1) - split_begin(lq, nc, c)) * s.shape.tables *
+              s.shape.n * kFloat;
+    recv[q] = double(split_begin(mine, nc, c + 1) - split_begin(mine, nc, c)) * s.shape.tables *
+              s.shape.n * kFloat;
+  }
+  alltoallv_steps(steps, topo, send, recv, p, base);
+  return steps;
+}
+
+}  // namespace
+
+void check_setup(const SimSetup& s) {
+  auto bad = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, what); };
+  if (s.shape.op == OpKind::GemmAllToAll)
+    bad(
+        fmt::format("simulator: op = {} is not simulated (gemv_allreduce, embedding_alltoall, "
+                    "gemm_reduce_scatter)",
+                    to_string(s.shape.op)));
+  if (s.nodes < 1) bad(fmt::format("simulator: nodes = {} (must be >= 1)", s.nodes));
+  if (s.ranks_per_node < 1)
+    bad(fmt::format("simulator: ranks_per_node = {} (must be >= 1)", s.ranks_per_node));
+  if (s.cus < 1) bad(fmt::format("simulator: cus = {} (must be >= 1)", s.cus));
+  if (s.slots < 1) bad(fmt::format("simulator: slots = {} (must be >= 1)", s.slots));
+  if (s.cpu_share < 0) bad(fmt::format("simulator: cpu_share = {} (must be >= 0)", s.cpu_share));
+  if (s.shape.m == 0) bad("simulator: shape m (M or batch) = 0");
+  if (s.shape.n == 0) bad("simulator: shape n (vectors or dim) = 0");
+  if (s.shape.op == OpKind::GemmReduceScatter && s.shape.m % std::size_t(s.ranks()) != 0)
+    bad(fmt::format("simulator: m = {} is not a multiple of the {} ranks", s.shape.m, s.ranks()));
+  if (s.shape.op == OpKind::EmbeddingAllToAll && s.shape.m < std::size_t(s.ranks()))
+    bad(fmt::format("simulator: batch = {} is smaller than ranks = {}", s.shape.m, s.ranks()));
+}
+
+std::size_t sim_tile(const SimSetup& s) {
+  if (s.shape.tile || s.options.tile) return s.shape.tile ? s.shape.tile : s.options.tile;
+  const std::size_t slots = static_cast<std::size_t>(s.slots);
+  if (s.shape.op == OpKind::GemvAllReduce)
+    return gemv_default_tile(s.shape.m, s.shape.n, gemv_algorithm(s), slots, s.ranks(),
+                             s.nodes > 1);
+  if (s.shape.op == OpKind::GemmReduceScatter) return gemm_rs_default_tile(s.shape.m, slots);
+  return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots);
+}
+
+std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
+  check_setup(s);
+  std::vector<SimRank> ranks;
+  for (int r = 0; r < s.ranks(); ++r) {
+    const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
+    SimRank rank = s.shape.op == OpKind::GemmReduceScatter        ? gemm_rs_fused(p, s, topo)
+                   : s.shape.op == OpKind::EmbeddingAllToAll      ? embedding_fused(p, s, topo)
+                   : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
+                                                                  : gemv_two_shot(p, s, topo);
+    rank.cores = cores_of(s);
+    rank.start = p.launch_s;
+    rank.proxy_polls = s.proxy_polls && topo.num_nodes > 1 && rank.slots < s.slots;
+    ranks.push_back(std::move(rank));
+  }
+  return ranks;
+}
+
+SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& costs, bool timeline) {
+  check_setup(s);
+  SimModes out;
+  const int n = s.ranks();
+  // Sequential: the compute kernel, then the collective (each rank when its compute is done).
+  std::vector<SimRank> compute(n), coll(n);
+  for (int r = 0; r < n; ++r) {
+    const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
+    for (double t : chunk_tiles(p, s, topo, 0, 1, nullptr))
+      compute[r].tasks.push_back({{SimStep::compute(t)}, "compute"});
+    compute[r].slots = s.slots;
+    compute[r].cores = cores_of(s);
+    compute[r].start = p.launch_s;
+  }
+  const SimResult first = simulate(compute, s.ranks_per_node, costs);
+  out.compute = first.time;
+  for (int r = 0; r < n; ++r) {
+    const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
+    coll[r].tasks.push_back({chunk_collective(p, s, topo, 0, 1, kCollective), "collective"});
+    coll[r].cores = cores_of(s);
+    coll[r].start = first.rank_end[r];
+  }
+  out.sequential = simulate(coll, s.ranks_per_node, costs).time;
+
+  // Shaped: chunks of tiles, each chunk's collective a task after its tiles (it waits for them).
+  const auto chunks = static_cast<std::size_t>(std::max(1, s.options.shaped.chunks));
+  std::vector<SimRank> shaped(n);
+  for (int r = 0; r < n; ++r) {
+    const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::vector<double> tiles = chunk_tiles(p, s, topo, c, chunks, nullptr);
+      for (std::size_t i = 0; i < tiles.size(); ++i)
+        shaped[r].tasks.push_back({{SimStep::compute(tiles[i]),
+                                    SimStep::send(r, kChunkDone | (c << 20) | i, 0, SimPath::Flag)},
+                                   "compute"});
+      SimTask collective{{}, "collective"};
+      for (std::size_t i = 0; i < tiles.size(); ++i)
+        collective.steps.push_back(SimStep::await(r, kChunkDone | (c << 20) | i));
+      for (const SimStep& st : chunk_collective(p, s, topo, c, chunks, kCollective + 16 * c))
+        collective.steps.push_back(st);
+      shaped[r].tasks.push_back(std::move(collective));
+    }
+    shaped[r].slots = s.slots;
+    shaped[r].cores = cores_of(s);
+    shaped[r].start = 2 * p.launch_s;  // the compute and the communication kernels
+  }
+  out.shaped = simulate(shaped, s.ranks_per_node, costs).time;
+
+  out.fused_run = simulate(fused_program(p, s), s.ranks_per_node, costs, timeline);
+  out.fused = out.fused_run.time;
+  return out;
+}
+
+}  // namespace tilecomm::model

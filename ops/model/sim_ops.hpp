@@ -1,0 +1,55 @@
+#pragma once
+// The operators' calls as simulator programs (sim.hpp), built from the operators' own planners:
+// the fused task lists from gemv_two_shot_order / gemv_one_shot_order (GemvAllReduce) and
+// embedding_fused_routes + ExchangeTasks (EmbeddingAllToAll, a BlockExchange), the tiles and
+// routes they imply, and what each kind of task does (the kernels' task bodies, step by step).
+// Sequential mode: the compute kernel over the same tiles, then the collective's algorithm
+// (sim_collectives.hpp); shaped mode: chunks of tiles, each chunk's collective as a task after
+// them on a slot of its own. GemmReduceScatter: gemm_rs_order (its fused kernel's order).
+// GemmAllToAll is not simulated (its routing is per call and its planning is not separated).
+#include <vector>
+
+#include "ops/model/predict.hpp"
+#include "ops/model/sim.hpp"
+
+namespace tilecomm::model {
+
+/// One call to simulate: the op's shape (predict.hpp's OpShape: GemvAllReduce m, k per rank, n;
+/// EmbeddingAllToAll m = global batch, tables per rank, pool, n = dim), the layout (nodes x
+/// ranks_per_node ranks, each `cus` cores and `slots` WG slots; GemmReduceScatter m rows, k per
+/// rank, n columns) and the options the planners
+/// read (remote_first, tile, fused_algorithm, shaped.chunks).
+struct SimSetup {
+  OpShape shape;
+  int nodes = 1, ranks_per_node = 1, cus = 1, slots = 2;
+  /// Cores each rank gets (0: cus). Less than one when the ranks outnumber the cores (the
+  /// emulated cluster's nodes on this machine's two cores).
+  double cpu_share = 0;
+  /// Fused across nodes: the proxy WG takes a share of the cores for the whole kernel (it polls
+  /// MPI: a thread of the rank on this CPU device), besides the CPU of each receive. An upper
+  /// bound: the real proxy backs off (spins, then sleeps) while nothing arrives.
+  bool proxy_polls = false;
+  OpOptions options;
+  int ranks() const { return nodes * ranks_per_node; }
+};
+
+/// Error(InvalidArgument) naming what the simulator cannot run (an op it does not model, a bad
+/// layout or shape).
+void check_setup(const SimSetup& s);
+
+/// The tile the op would choose (rows or bags).
+std::size_t sim_tile(const SimSetup& s);
+
+/// The fused call's per-rank programs.
+std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s);
+
+struct SimModes {
+  double sequential = 0, shaped = 0, fused = 0;
+  double compute = 0;  ///< sequential's compute phase (its first kernel), slowest rank
+  SimResult fused_run;
+};
+/// Simulates one call of every mode.
+SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& costs,
+                        bool timeline = false);
+
+}  // namespace tilecomm::model

@@ -1,0 +1,170 @@
+// The simulator (ops/model/sim*.hpp) on hand-made costs whose timelines are known exactly.
+#include <gtest/gtest.h>
+
+#include "ops/model/sim.hpp"
+#include "ops/model/sim_network.hpp"
+#include "ops/model/sim_ops.hpp"
+#include "tilecomm/error.hpp"
+
+namespace tilecomm::model {
+namespace {
+
+constexpr double kMs = 1e-3;
+
+// No CPU for messages, no flag or proxy latency: only what a test sets.
+SimCosts bare(double latency_s, double bytes_per_s) {
+  SimCosts c;
+  c.net.latency_s = latency_s;
+  c.net.link_bytes_per_s = bytes_per_s;
+  return c;
+}
+
+// Two ranks on two nodes, one slot and core each: 4 tiles of 1 ms, each sent to the peer (0.5 ms
+// on the wire), then 4 tasks awaiting the peer's tiles. Tiles leave at 1, 2, 3, 4 ms and land
+// 0.5 ms later; the last await ends at 4.5 ms.
+TEST(Sim, TwoRankScheduleIsExact) {
+  std::vector<SimRank> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 4; ++i)
+      ranks[r].tasks.push_back(
+          {{SimStep::compute(1 * kMs), SimStep::send(1 - r, i, 0, SimPath::Mpi)}, "tile", i});
+    for (int i = 0; i < 4; ++i)
+      ranks[r].tasks.push_back({{SimStep::await(1 - r, i)}, "arrive", i});
+  }
+  const SimResult res = simulate(ranks, 1, bare(0.5 * kMs, 1e12), true);
+  EXPECT_NEAR(res.time, 4.5 * kMs, 1e-9);
+  ASSERT_EQ(res.rank_end.size(), 2u);
+  EXPECT_NEAR(res.rank_end[0], 4.5 * kMs, 1e-9);
+  EXPECT_EQ(res.messages, 8);
+  ASSERT_EQ(res.timeline.size(), 16u);
+  // Rank 0's third tile ran from 2 to 3 ms; its first arrival task waited from 4 to 4 ms (tile 0
+  // had landed at 1.5 ms), its last from 4.5 ms - its start.
+  for (const SimSpan& s : res.timeline)
+    if (s.rank == 0 && s.label == "tile" && s.tile == 2) {
+      EXPECT_NEAR(s.start, 2 * kMs, 1e-9);
+      EXPECT_NEAR(s.end, 3 * kMs, 1e-9);
+    }
+  // Two slots on one core: the tiles share the core (processor sharing), so pairs end together
+  // at 2 and 4 ms; the same end.
+  for (SimRank& r : ranks)
+    r.slots = 2;
+  EXPECT_NEAR(simulate(ranks, 1, bare(0.5 * kMs, 1e12)).time, 4.5 * kMs, 1e-9);
+  // Two cores: tiles 0-1 end at 1 ms, 2-3 at 2 ms, the last lands at 2.5 ms.
+  for (SimRank& r : ranks)
+    r.cores = 2;
+  EXPECT_NEAR(simulate(ranks, 1, bare(0.5 * kMs, 1e12)).time, 2.5 * kMs, 1e-9);
+}
+
+// 1 MB at 1 GB/s takes 1 ms; two senders into one NIC share its ingress: 2 ms.
+TEST(Sim, TwoSendersIntoOneNicTakeTwiceAsLong) {
+  auto run = [](int senders) {
+    std::vector<SimRank> ranks(3);
+    for (int s = 0; s < senders; ++s)
+      ranks[s].tasks.push_back({{SimStep::send(2, 7, 1e6, SimPath::Mpi)}, "send"});
+    for (int s = 0; s < senders; ++s)
+      ranks[2].tasks.push_back({{SimStep::await(s, 7)}, "recv"});
+    return simulate(ranks, 1, bare(0, 1e9)).rank_end[2];
+  };
+  EXPECT_NEAR(run(1), 1 * kMs, 1e-9);
+  EXPECT_NEAR(run(2), 2 * kMs, 1e-9);
+}
+
+// Two disjoint pairs (0 -> 1, 2 -> 3) of 1 MB at 1 GB/s: 1 ms with full bisection; with the core
+// oversubscribed 4x (4 nodes x 1 GB/s / 4 = 1 GB/s shared) they take turns: 2 ms.
+TEST(Sim, OversubscribedCoreSerialisesDisjointPairs) {
+  auto run = [](double oversub) {
+    std::vector<SimRank> ranks(4);
+    ranks[0].tasks.push_back({{SimStep::send(1, 1, 1e6, SimPath::Mpi)}, "send"});
+    ranks[2].tasks.push_back({{SimStep::send(3, 1, 1e6, SimPath::Mpi)}, "send"});
+    ranks[1].tasks.push_back({{SimStep::await(0, 1)}, "recv"});
+    ranks[3].tasks.push_back({{SimStep::await(2, 1)}, "recv"});
+    SimCosts c = bare(0, 1e9);
+    c.net.core_oversub = oversub;
+    return simulate(ranks, 1, c).time;
+  };
+  EXPECT_NEAR(run(1), 1 * kMs, 1e-9);
+  EXPECT_NEAR(run(4), 2 * kMs, 1e-9);
+}
+
+// A polling proxy WG shares the core with the slot while the kernel runs: a 1 ms tile on one core
+// takes 2 ms; a rank without tasks has no kernel, so nothing polls.
+TEST(Sim, PollingProxySharesTheCores) {
+  std::vector<SimRank> ranks(2);
+  ranks[0].tasks.push_back({{SimStep::compute(1 * kMs)}, "tile"});
+  ranks[0].proxy_polls = ranks[1].proxy_polls = true;
+  const SimResult r = simulate(ranks, 1, bare(0, 1e9));
+  EXPECT_NEAR(r.rank_end[0], 2 * kMs, 1e-9);
+  EXPECT_NEAR(r.rank_end[1], 0, 1e-12);
+  ranks[0].proxy_polls = false;
+  EXPECT_NEAR(simulate(ranks, 1, bare(0, 1e9)).rank_end[0], 1 * kMs, 1e-9);
+}
+
+// The sender's CPU of an off-node message: 1 us + 1 ns per byte; with NIC offload only the 1 us.
+// 1 MB at 1e12 B/s is 1 us on the wire.
+TEST(Sim, NicOffloadDropsThePerByteCpu) {
+  std::vector<SimRank> ranks(2);
+  ranks[0].tasks.push_back({{SimStep::send(1, 1, 1e6, SimPath::Mpi)}, "send"});
+  ranks[1].tasks.push_back({{SimStep::await(0, 1)}, "recv"});
+  SimCosts c = bare(0, 1e12);
+  c.mpi.cpu_send.c = {1e-6, 1e-9, 0};
+  EXPECT_NEAR(simulate(ranks, 1, c).time, 1e-6 + 1e-3 + 1e-6, 1e-9);
+  c.nic_offload = true;
+  EXPECT_NEAR(simulate(ranks, 1, c).time, 2e-6, 1e-9);
+}
+
+TEST(Sim, AwaitWithoutSenderIsAnError) {
+  std::vector<SimRank> ranks(2);
+  ranks[1].tasks.push_back({{SimStep::await(0, 3)}, "recv"});
+  EXPECT_THROW(simulate(ranks, 1, bare(0, 1e9)), Error);
+  EXPECT_THROW(simulate(ranks, 0, bare(0, 1e9)), Error);
+}
+
+// GemvAllReduce M = 64, tile 16 (4 blocks), two-shot, 2 nodes of 1 rank, one slot: every tile
+// 1 ms, nothing else costs CPU; a 64-byte block takes 0.25 ms on the wire + 0.5 ms latency.
+//  - sequential: 4 ms of compute, then the 256-byte AllReduce (hierarchical: nodes of one rank,
+//    a slice <= 16 KiB: each node sends its whole slice to the other): 1 ms wire + 0.5 ms: 5.5 ms;
+//  - fused (remote first): rank 0 computes blocks 2, 3 (sent at 1, 2 ms), 0, reduces 0 (at 3 ms,
+//    rank 1's partial landed at 1.75), 1, reduces 1 at 4 ms, sends it: it lands at rank 1 at
+//    4.75 ms, the end (rank 1 symmetric).
+TEST(Sim, GemvSequentialAndFusedByHand) {
+  Profile p;
+  p.gemv.c = {1 * kMs, 0, 0};
+  p.shm.measured = p.mpi.measured = true;
+  SimSetup s;
+  s.shape = {OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16};
+  s.nodes = 2;
+  s.ranks_per_node = 1;
+  s.cus = 1;
+  s.slots = 1;
+  s.options.fused_algorithm = FusedAlgorithm::TwoShot;
+  s.options.shaped.chunks = 1;
+  const SimCosts c = bare(0.5 * kMs, 64 / (0.25 * kMs));
+  const SimModes m = simulate_modes(p, s, c);
+  EXPECT_NEAR(m.compute, 4 * kMs, 1e-9);
+  EXPECT_NEAR(m.sequential, 5.5 * kMs, 1e-9);
+  EXPECT_NEAR(m.fused, 4.75 * kMs, 1e-9);
+  // One chunk of shaped mode is sequential (its collective task waits for every tile).
+  EXPECT_NEAR(m.shaped, 5.5 * kMs, 1e-9);
+  // The fused plan is the operator's: 4 computes, 2 reduces, 2 gathers per rank.
+  const std::vector<SimRank> prog = fused_program(p, s);
+  ASSERT_EQ(prog.size(), 2u);
+  ASSERT_EQ(prog[0].tasks.size(), 8u);
+  const std::vector<long long> tiles0{2, 3, 0, 0, 1, 1, 2, 3};
+  for (std::size_t i = 0; i < tiles0.size(); ++i)
+    EXPECT_EQ(prog[0].tasks[i].tile, tiles0[i]) << "task " << i;
+  EXPECT_EQ(prog[0].tasks[3].label, "reduce");
+  EXPECT_EQ(prog[0].tasks[7].label, "gather");
+}
+
+TEST(Sim, UnsupportedSetupsAreErrors) {
+  Profile p;
+  SimSetup s;
+  s.shape = {OpKind::GemmAllToAll, 64, 8, 8, 1, 1, 0};
+  EXPECT_THROW(fused_program(p, s), Error);
+  s.shape.op = OpKind::GemvAllReduce;
+  s.nodes = 0;
+  EXPECT_THROW(fused_program(p, s), Error);
+}
+
+}  // namespace
+}  // namespace tilecomm::model

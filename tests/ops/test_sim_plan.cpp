@@ -1,0 +1,165 @@
+// The simulator replays the operators' real task lists: a fused call on a one-slot device runs
+// its tasks strictly in list order, so the trace marks its tiles leave with (tile, destination,
+// bytes) come in plan order; they must equal what the simulator's dry-run plan (built by the same
+// planners, ops/model/sim_ops.cpp) says each task sends. Run on one node and on pretend nodes.
+#include <tuple>
+
+#include "ops/model/sim_ops.hpp"
+#include "ops_test_util.hpp"
+
+namespace tilecomm::test {
+namespace {
+
+using Mark = std::tuple<long long, long long, long long>;  // tile, peer, bytes
+
+RuntimeConfig one_slot_traced() {
+  RuntimeConfig c = RuntimeConfig::from_env();
+  c.num_cus = 1;
+  c.wg_slots_per_cu = 1;
+  c.trace = true;
+  return c;
+}
+
+// The marks a fused task makes as its tile leaves: computed (for itself), stored (on-node),
+// handed to the proxy (off-node).
+std::vector<Mark> marks(const Tracer& tracer) {
+  std::vector<Mark> out;
+  for (const TraceEvent& e : tracer.events())
+    if (e.phase == 'i' &&
+        (e.name == "tile computed" || e.name == "tile stored" || e.name == "tile handed to proxy"))
+      out.emplace_back(e.tile, e.peer, e.bytes);
+  return out;
+}
+
+// What the plan says, mark by mark: a compute task's tile for its peer (stored, computed for
+// itself, or — when its first send is off-node — handed to the proxy), then every MPI send of a
+// task (to other owners or other nodes' leaders), in step order.
+std::vector<Mark> planned(const model::SimRank& rank) {
+  std::vector<Mark> out;
+  for (const model::SimTask& t : rank.tasks) {
+    const bool compute = t.label == "compute" || t.label == "pool";
+    const model::SimStep* first = nullptr;
+    for (const model::SimStep& s : t.steps)
+      if (s.kind == model::SimStep::Kind::Send) {
+        first = &s;
+        break;
+      }
+    if (compute && (first == nullptr || first->path != model::SimPath::Mpi))
+      out.emplace_back(t.tile, t.peer, first ? static_cast<long long>(first->bytes) : -1);
+    for (const model::SimStep& s : t.steps)
+      if (s.kind == model::SimStep::Kind::Send && s.path == model::SimPath::Mpi)
+        out.emplace_back(t.tile, s.peer, static_cast<long long>(s.bytes));
+  }
+  return out;
+}
+
+model::SimSetup setup_of(const Communicator& comm, model::OpShape shape) {
+  model::SimSetup s;
+  s.shape = shape;
+  s.nodes = comm.num_nodes();
+  s.ranks_per_node = comm.size() / comm.num_nodes();
+  s.cus = 1;
+  s.slots = 1;
+  return s;
+}
+
+TEST(SimPlan, GemvTwoShotPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t m = 96 * comm.size() + 16, k = 8;
+  OpOptions opt;
+  opt.tile = 32;
+  opt.fused_algorithm = FusedAlgorithm::TwoShot;
+  GemvAllReduce op(comm, dev, m, k, opt);
+  std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
+  op.run(w.data(), x.data(), y.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(w.data(), x.data(), y.data(), Mode::Fused);
+  EXPECT_EQ(y[m - 1], static_cast<float>(k * comm.size()));
+  model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, 32});
+  s.options = opt;
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  std::vector<Mark> want = planned(plan);
+  // On one node the kernel marks stored tiles only; reduced blocks go out by flag (no mark).
+  EXPECT_EQ(marks(dev.tracer()), want);
+  EXPECT_FALSE(want.empty());
+}
+
+TEST(SimPlan, GemvOneShotPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t m = 80 * comm.size() + 16, k = 8;
+  OpOptions opt;
+  opt.tile = 16;
+  opt.fused_algorithm = FusedAlgorithm::OneShot;
+  GemvAllReduce op(comm, dev, m, k, opt);
+  std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
+  op.run(w.data(), x.data(), y.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(w.data(), x.data(), y.data(), Mode::Fused);
+  EXPECT_EQ(y[m - 1], static_cast<float>(k * comm.size()));
+  model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, 16});
+  s.options = opt;
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  const std::vector<Mark> want = planned(plan);
+  EXPECT_EQ(marks(dev.tracer()), want);
+  EXPECT_GE(want.size(), (m + 15) / 16);
+}
+
+TEST(SimPlan, GemmReduceScatterPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t m = 40 * comm.size(), k = 4, n = 8;
+  OpOptions opt;
+  opt.tile = 16;  // 3 blocks of 16, 16, 8 rows per owner
+  GemmReduceScatter op(comm, dev, m, k, n, opt);
+  std::vector<float> a(m * k, 1.0f), w(k * n, 1.0f), y(op.rows_local() * n);
+  op.run(a.data(), w.data(), y.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(a.data(), w.data(), y.data(), Mode::Fused);
+  EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
+  model::SimSetup s = setup_of(comm, {model::OpKind::GemmReduceScatter, m, k, n, 1, 1, 16});
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  const std::vector<Mark> want = planned(plan);
+  EXPECT_EQ(marks(dev.tracer()), want);
+  EXPECT_EQ(want.size(), 3u * comm.size());
+}
+
+TEST(SimPlan, EmbeddingPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t dim = 4, tables = 2, rows = 10, batch = 7 * comm.size() + 3, pool = 2;
+  OpOptions opt;
+  opt.tile = 3;
+  EmbeddingAllToAll op(comm, dev, std::vector<std::size_t>(tables, rows), dim, batch, Pooling::Sum,
+                       opt);
+  std::vector<std::vector<float>> data(tables, std::vector<float>(rows * dim, 1.0f));
+  std::vector<const float*> tp;
+  for (auto& d : data)
+    tp.push_back(d.data());
+  std::vector<std::int64_t> idx(batch * pool, 1);
+  std::vector<std::int64_t> offsets(batch + 1);
+  for (std::size_t b = 0; b <= batch; ++b)
+    offsets[b] = static_cast<std::int64_t>(b * pool);
+  std::vector<EmbeddingBags> bags(tables, EmbeddingBags{idx, offsets});
+  std::vector<float> out(op.local_batch() * tables * comm.size() * dim);
+  op.run(tp, bags, out.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(tp, bags, out.data(), Mode::Fused);
+  EXPECT_EQ(out[0], static_cast<float>(pool));
+  model::SimSetup s =
+      setup_of(comm, {model::OpKind::EmbeddingAllToAll, batch, 0, dim, tables, pool, 3});
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  std::vector<Mark> got = marks(dev.tracer());
+  for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
+    if (std::get<1>(g) == comm.rank()) std::get<2>(g) = -1;
+  EXPECT_FALSE(got.empty());
+  EXPECT_EQ(got, planned(plan));
+}
+
+}  // namespace
+}  // namespace tilecomm::test

@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""Measured (tools/sim_validate.sh) against tilecomm_sim's prediction, as a markdown table.
+
+Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
+emulated cluster's tc rate; a rank's CPU share is 1 core, or 2/N when N emulated nodes share this
+machine's 2 cores. Usage: tools/sim_compare.py --build build --results bench/results/sim
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+SHAPES = {  # fused_perf's shapes (bench/fused/op_bench.cpp default_shape) by size
+    "gemv_allreduce": "M={},K=16,n=1",
+    "embedding_alltoall": "batch={},tables=4,pool=8,dim=64",
+    "gemm_reduce_scatter": "M={},K=256,n=1024",
+}
+MODES = ("sequential", "shaped", "fused")
+
+
+def setting_args(s, cores):
+    if s == "shm":
+        return ["--nodes", "1", "--ranks-per-node", "2"], "1 node, np 2 (shm)"
+    m = re.fullmatch(r"(\d+)n(\d+)g", s)
+    nodes, gbit = int(m.group(1)), m.group(2)
+    share = min(1.0, cores / nodes)
+    return (["--nodes", str(nodes), "--ranks-per-node", "1", "--link", gbit + "gbit",
+             "--cpu-share", str(share)], f"{nodes} nodes, {gbit} Gbit/s")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--results", default="bench/results/sim",
+                    help="a run of sim_validate.sh: its profiles and measurements")
+    ap.add_argument("--also", action="append", default=[],
+                    help="more runs of the same grid: a row's measured median is then the median "
+                         "of the runs' medians, [min, max] over all of them")
+    ap.add_argument("--cores", type=float, default=2, help="cores of the machine the runs shared")
+    ap.add_argument("--sim-arg", action="append", default=[],
+                    help="one more tilecomm_sim argument (e.g. --sim-arg=--proxy-polls)")
+    a = ap.parse_args()
+    rows = []
+    computes = []  # (setting, op, predicted / measured compute kernel): the profile's share
+    for path in sorted(glob.glob(os.path.join(a.results, "*_*_*.json"))):
+        name = os.path.basename(path)[:-5]
+        if name.startswith("profile_"):
+            continue
+        op, size, s = re.fullmatch(r"(.+)_(\d+)_(\w+)", name).groups()
+        if op not in SHAPES:
+            continue
+        runs = [json.load(open(path))[0]]
+        for other in a.also:
+            p2 = os.path.join(other, os.path.basename(path))
+            if os.path.exists(p2):
+                runs.append(json.load(open(p2))[0])
+        meas = runs[0]
+        size = re.match(r"\w+=(\d+)", meas["shape"]).group(1)  # as run (M rounded to the ranks)
+        args, label = setting_args(s, a.cores)
+        out = subprocess.run(
+            [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
+             SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile",
+             os.path.join(a.results, f"profile_{s}.json")] + args + a.sim_arg,
+            capture_output=True, text=True, check=True).stdout
+        pred = {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1))
+                for m in MODES + ("compute",)}
+        comp = sorted(r["compute_us"] for r in runs)[len(runs) // 2]
+        cratio = pred["compute"] / comp
+        computes.append((label, op, cratio))
+        for m in MODES:
+            medians = sorted(r[m + "_us"] for r in runs)
+            rows.append((s, label, op, SHAPES[op].format(size), m, medians[len(medians) // 2],
+                         min(r["min_us"][m] for r in runs), max(r["max_us"][m] for r in runs),
+                         pred[m], cratio))
+    key = lambda r: (0 if r[0] == "shm" else 1, r[0][0] if r[0] != "shm" else "", r[0], r[2], r[3])
+    rows.sort(key=key)
+    print("| setting | op, shape | mode | measured median [min, max] us | predicted us | pred / meas "
+          "| compute pred / meas | pred / meas ÷ compute's |")
+    print("|---|---|---|---|---|---|---|---|")
+    within = within_norm = 0
+    for s, label, op, shape, m, med, lo, hi, pred, cratio in rows:
+        ratio = pred / med
+        within += abs(ratio - 1) <= 0.15
+        within_norm += abs(ratio / cratio - 1) <= 0.15
+        print(f"| {label} | {op} {shape} | {m} | {med:.0f} [{lo:.0f}, {hi:.0f}] | {pred:.0f} | "
+              f"{ratio:.2f} | {cratio:.2f} | {ratio / cratio:.2f} |")
+    cr = sorted(c[2] for c in computes)
+    print(f"\nThe compute kernel alone (sequential's first kernel, fused_perf's compute_us): "
+          f"predicted / measured {cr[0]:.2f}-{cr[-1]:.2f}, median {cr[len(cr) // 2]:.2f} "
+          f"over {len(cr)} rows.")
+    worst = max(rows, key=lambda r: abs(r[8] / r[5] - 1))
+    print(f"\nDivided by the compute kernel's own ratio (the compute this run's load left the ranks): "
+          f"{within_norm} of {len(rows)} rows within ±15 %.")
+    print(f"\n{within} of {len(rows)} rows within ±15 %; worst: {worst[1]}, {worst[2]} {worst[3]} "
+          f"{worst[4]}: predicted {worst[8]:.0f} us, measured {worst[5]:.0f} us "
+          f"({worst[8] / worst[5]:.2f}x)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

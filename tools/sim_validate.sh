@@ -1,0 +1,43 @@
+#!/bin/sh
+# Measures what tools/sim_compare.py compares tilecomm_sim with (docs/model.md, "Simulator"):
+# for each setting, a profile from tilecomm_calibrate made in that setting, then fused_perf
+# (every mode, -n ITERS timed iterations, median of the slowest rank) for GEMV+AllReduce
+# (M=262144: two-shot; M=16384: one-shot), EmbeddingAllToAll (batch 4096 and 1024) and
+# GemmReduceScatter (M=2048 and 512, K=256, N=1024).
+# Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
+# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root).
+# Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
+set -eu
+build=${1:-build}
+out=${2:-bench/results/sim}
+iters=${ITERS:-10}
+settings=${SETTINGS:-"shm 2n1g 2n5g 3n1g 4n1g 2n2g"}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+
+run() {  # setting, program and arguments
+  s=$1
+  shift
+  case $s in
+    shm) mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "$@" ;;
+    *)
+      nodes=${s%%n*}
+      rate=${s#*n}
+      rate=${rate%g}gbit
+      "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node 1 --rate "$rate" \
+        --timeout 900 -- "$@"
+      ;;
+  esac
+}
+
+for s in $settings; do
+  echo "== $s  $(uptime)"
+  run "$s" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_$s.json"
+  for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
+    "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
+    set -- $spec
+    run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
+      --json "$out/${1}_${2}_$s.json"
+  done
+done
