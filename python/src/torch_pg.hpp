@@ -63,6 +63,7 @@ class TilecommWork final : public c10d::Work {
  private:
   void complete();         // waits, finishes; rethrows the error
   void complete_locked();  // the same with mu_ held
+  void release_locked();   // done: drops the request, the finisher and what they kept alive
 
   mutable std::mutex mu_;
   Request request_;

@@ -49,13 +49,17 @@ void TilecommWork::complete_locked() {
     } catch (...) {
       error_ = std::current_exception();
     }
-    done_ = true;
-    request_ = Request{};
-    finish_ = nullptr;
-    keep_.clear();
-    state_.reset();
+    release_locked();
   }
   if (error_) std::rethrow_exception(error_);
+}
+
+void TilecommWork::release_locked() {
+  done_ = true;
+  request_ = Request{};
+  finish_ = nullptr;
+  keep_.clear();
+  state_.reset();
 }
 
 bool TilecommWork::isCompleted() {
@@ -68,11 +72,7 @@ bool TilecommWork::isCompleted() {
   } catch (...) {  // kept: exception() / wait() report it
     if (!done_) {
       error_ = std::current_exception();
-      done_ = true;
-      request_ = Request{};
-      finish_ = nullptr;
-      keep_.clear();
-      state_.reset();
+      release_locked();
     }
   }
   return true;

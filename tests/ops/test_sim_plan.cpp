@@ -63,48 +63,44 @@ model::SimSetup setup_of(const Communicator& comm, model::OpShape shape) {
   return s;
 }
 
-TEST(SimPlan, GemvTwoShotPlanIsWhatTheKernelRan) {
-  Communicator comm(MPI_COMM_WORLD);
-  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+// Runs a fused GemvAllReduce call with `algorithm` on a traced one-slot device and returns its
+// trace marks and the simulator's plan of them for this rank.
+std::pair<std::vector<Mark>, std::vector<Mark>> gemv_marks_and_plan(Communicator& comm,
+                                                                    std::size_t m, std::size_t tile,
+                                                                    FusedAlgorithm algorithm) {
   Device dev(one_slot_traced());
-  const std::size_t m = 96 * comm.size() + 16, k = 8;
+  const std::size_t k = 8;
   OpOptions opt;
-  opt.tile = 32;
-  opt.fused_algorithm = FusedAlgorithm::TwoShot;
+  opt.tile = tile;
+  opt.fused_algorithm = algorithm;
   GemvAllReduce op(comm, dev, m, k, opt);
   std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
   op.run(w.data(), x.data(), y.data(), Mode::Fused);
   dev.tracer().clear();
   op.run(w.data(), x.data(), y.data(), Mode::Fused);
   EXPECT_EQ(y[m - 1], static_cast<float>(k * comm.size()));
-  model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, 32});
+  model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, tile});
   s.options = opt;
   const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
-  std::vector<Mark> want = planned(plan);
+  return {marks(dev.tracer()), planned(plan)};
+}
+
+TEST(SimPlan, GemvTwoShotPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  const auto [got, want] =
+      gemv_marks_and_plan(comm, 96 * comm.size() + 16, 32, FusedAlgorithm::TwoShot);
   // On one node the kernel marks stored tiles only; reduced blocks go out by flag (no mark).
-  EXPECT_EQ(marks(dev.tracer()), want);
+  EXPECT_EQ(got, want);
   EXPECT_FALSE(want.empty());
 }
 
 TEST(SimPlan, GemvOneShotPlanIsWhatTheKernelRan) {
   Communicator comm(MPI_COMM_WORLD);
   if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
-  Device dev(one_slot_traced());
-  const std::size_t m = 80 * comm.size() + 16, k = 8;
-  OpOptions opt;
-  opt.tile = 16;
-  opt.fused_algorithm = FusedAlgorithm::OneShot;
-  GemvAllReduce op(comm, dev, m, k, opt);
-  std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
-  op.run(w.data(), x.data(), y.data(), Mode::Fused);
-  dev.tracer().clear();
-  op.run(w.data(), x.data(), y.data(), Mode::Fused);
-  EXPECT_EQ(y[m - 1], static_cast<float>(k * comm.size()));
-  model::SimSetup s = setup_of(comm, {model::OpKind::GemvAllReduce, m, k, 1, 1, 1, 16});
-  s.options = opt;
-  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
-  const std::vector<Mark> want = planned(plan);
-  EXPECT_EQ(marks(dev.tracer()), want);
+  const std::size_t m = 80 * comm.size() + 16;
+  const auto [got, want] = gemv_marks_and_plan(comm, m, 16, FusedAlgorithm::OneShot);
+  EXPECT_EQ(got, want);
   EXPECT_GE(want.size(), (m + 15) / 16);
 }
 
