@@ -77,6 +77,22 @@ struct Points {
   Fit fit(int unknowns) const { return least_squares(x1, x2, t, unknowns); }
 };
 
+// A message path's fits (t and CPU = c[0] + c[1] bytes) from its points. Under load a small
+// message can measure slower than a large one and the least-squares line then falls (a negative
+// per-byte cost, or latency): no path costs less than nothing, so such a coefficient is clamped
+// to 0 (the summary shows it as 0; the fit's residuals still tell how well the line fits).
+model::PathCost path_cost(const Points& time, const Points& send, const Points& recv) {
+  model::PathCost pc;
+  pc.measured = true;
+  pc.time = time.fit(2);
+  pc.cpu_send = send.fit(2);
+  pc.cpu_recv = recv.fit(2);
+  for (Fit* f : {&pc.time, &pc.cpu_send, &pc.cpu_recv})
+    for (int i = 0; i < 2; ++i)
+      f->c[i] = std::max(0.0, f->c[i]);
+  return pc;
+}
+
 // Weights far larger than the caches, walked through so every tile reads memory as a real call's
 // tiles do (a call streams W once).
 constexpr std::size_t kStreamFloats = std::size_t{24} << 20;  // 96 MiB
@@ -214,12 +230,7 @@ model::PathCost calibrate_mpi(Communicator& comm, int partner) {
       recv.add(double(bytes), 0, median(cpu_r));
     }
   }
-  if (me == 0) {
-    pc.measured = true;
-    pc.time = time.fit(2);
-    pc.cpu_send = send.fit(2);
-    pc.cpu_recv = recv.fit(2);
-  }
+  if (me == 0) pc = path_cost(time, send, recv);
   return pc;
 }
 
@@ -270,11 +281,8 @@ model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
     }
   }
   if (me == 0) {
-    pc.measured = true;
-    pc.time = time.fit(2);
-    pc.cpu_send = send.fit(2);
-    pc.cpu_recv = recv.fit(2);
-    flag_s = std::max(0.0, pc.alpha());
+    pc = path_cost(time, send, recv);
+    flag_s = pc.alpha();
   }
   return pc;
 }

@@ -39,10 +39,14 @@ TEST(Calibrate, WritesAProfileTheModelReads) {
     // second rank.
     EXPECT_EQ(p.shm.measured, comm.num_nodes() < comm.size());
     EXPECT_EQ(p.mpi.measured, comm.size() > 1);
+    // Paths: a latency and a per-byte cost, never negative (a fit that falls under load is
+    // clamped: a timing comparison here failed when an 8-byte round trip measured 0.86 ms and a
+    // 1 MiB one 0.17 ms, at load average 11).
     for (const model::PathCost* pc : {&p.shm, &p.mpi})
       if (pc->measured) {
-        EXPECT_GT(pc->beta(), 0);
-        EXPECT_GT(pc->time.at(1 << 20), pc->time.at(8));
+        EXPECT_GE(pc->alpha(), 0);
+        EXPECT_GE(pc->beta(), 0);
+        EXPECT_GE(pc->time.at(1 << 20), pc->time.at(8));
         EXPECT_EQ(pc->time.points, 6);
       }
     // The model predicts from it.
