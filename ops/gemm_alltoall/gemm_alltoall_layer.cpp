@@ -7,9 +7,9 @@
 // per (owner, expert, GEMM row tile): an on-node copy into the owner's input half plus a flag, or
 // one MPI message the owner's proxy receives into that half); a GEMM tile of (expert e, source s)
 // awaits s's block of its rows, then computes straight into its destination as run()'s fused mode
-// does. Tiles
-// are ordered by when their rows can be there: this rank's own rows first (no wait), then other
-// on-node sources, then off-node ones, each class in the rotated source order (rank - 1 first).
+// does. Tiles are ordered by when their rows can be there: this rank's own rows first (no wait),
+// then other on-node sources, then off-node ones, each class in the rotated source order (rank - 1
+// first).
 #include <fmt/format.h>
 
 #include <algorithm>
