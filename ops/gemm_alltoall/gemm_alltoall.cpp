@@ -19,6 +19,9 @@ constexpr OpInfo kInfo{
     "GemmAllToAll", "gemm_alltoall", {"k", "n", "experts"}, false, "GemmAllToAll::run_layer"};
 /// Weight panels per packing task (256 columns).
 constexpr std::size_t kPackPanels = 16;
+// Target size of a result tile to or from another node (GemmAllToAllImpl::off_rows): below Open
+// MPI's 64 KiB TCP eager limit with headers, so a tile never waits for the receiver's progress.
+constexpr std::size_t kOffNodeTileBytes = 48 << 10;
 
 }  // namespace
 
@@ -42,6 +45,14 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     ctx.invalid(fmt::format("max_rows_out = {} is too large for n = {}", max_out, n));
   tile_rows = ctx.options.tile ? ctx.options.tile : 32;
   tile_cols = std::min<std::size_t>(n, 256);
+  // Tiles bound for (or coming from) another node: a whole number of row tiles of about
+  // kOffNodeTileBytes, so narrow results do not go out as many small MPI messages (each costs its
+  // sender ~20 us of CPU through TCP here, as much as its GEMM); an explicit OpOptions::tile
+  // applies to every path.
+  const std::size_t row_bytes = tile_cols * sizeof(float);
+  off_rows = ctx.options.tile ? tile_rows
+                              : tile_rows * std::max<std::size_t>(
+                                                1, kOffNodeTileBytes / (tile_rows * row_bytes));
   col_blocks = (n + tile_cols - 1) / tile_cols;
   // The model sees the most rows this rank's experts compute (the routing is per call).
   ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, tile_rows});
@@ -117,8 +128,9 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
       // tile_cols), which then come from L2/L3 (2048 x 4096 x 1024 in 32-row tiles: 51 -> 70
       // GFLOP/s on one core, docs/kernels.md "GEMM kernel").
       for (std::size_t c = 0; c < n; c += tile_cols)
-        for (std::size_t r = 0; r < rows; r += tile_rows)
-          tiles.push_back({e, s, r, std::min(rows, r + tile_rows), c, std::min(n, c + tile_cols)});
+        for (std::size_t r = 0; r < rows; r += row_step(s))
+          tiles.push_back(
+              {e, s, r, std::min(rows, r + row_step(s)), c, std::min(n, c + tile_cols)});
     }
   return tiles;
 }

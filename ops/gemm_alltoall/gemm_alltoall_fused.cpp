@@ -34,8 +34,8 @@ std::vector<BlockRoute> GemmAllToAllImpl::result_arrivals() const {
       const std::size_t rows = route.send_counts[g];
       const std::size_t pair_row = y_row(g) - y_row(first_expert[o]);
       for (std::size_t c = 0; c < n; c += tile_cols)  // in the owner's order (make_tiles)
-        for (std::size_t r = 0; r < rows; r += tile_rows) {
-          const Block block{(y_row(g) + r) * n + c, std::min(rows, r + tile_rows) - r,
+        for (std::size_t r = 0; r < rows; r += row_step(o)) {
+          const Block block{(y_row(g) + r) * n + c, std::min(rows, r + row_step(o)) - r,
                             std::min(n, c + tile_cols) - c};
           arrivals.push_back({o, block, flag_of(g, r, c), slot + (pair_row + r) * n + c});
         }

@@ -62,8 +62,8 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     std::size_t offset = input_slot(o, me);
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
       const std::size_t rows = route.send_counts[g];
-      for (std::size_t r = 0; r < rows; r += tile_rows)
-        sends.push_back({o, tokens + (y_row(g) + r) * k, (std::min(rows, r + tile_rows) - r) * k,
+      for (std::size_t r = 0; r < rows; r += row_step(o))
+        sends.push_back({o, tokens + (y_row(g) + r) * k, (std::min(rows, r + row_step(o)) - r) * k,
                          offset + r * k, input_flag(me, g - first_expert[o], r / tile_rows)});
       offset += rows * k;
     }
@@ -77,8 +77,8 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     for (std::size_t e = 0; e < ne; ++e) {
       const std::size_t rows = route.recv_counts[e * p + s];
       input_at[e * p + s] = offset;
-      for (std::size_t r = 0; r < rows; r += tile_rows)
-        expected.push_back({s, nullptr, (std::min(rows, r + tile_rows) - r) * k, offset + r * k,
+      for (std::size_t r = 0; r < rows; r += row_step(s))
+        expected.push_back({s, nullptr, (std::min(rows, r + row_step(s)) - r) * k, offset + r * k,
                             input_flag(s, e, r / tile_rows)});
       offset += rows * k;
     }

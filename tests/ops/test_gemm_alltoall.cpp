@@ -124,6 +124,15 @@ TEST(GemmAllToAll, LayerMatchesReferenceInEveryMode) {
   check_layer(comm, dev, 5, 270, 2, 4);  // two column blocks, small row tiles
 }
 
+// With the default tile and N = 128, tiles to and from other nodes are 96 rows (3 x 32: about
+// 48 KiB of results) while on-node ones stay 32: on pretend nodes, pairs of up to 216 rows mix
+// both tilings in one call, and run_layer's dispatch blocks follow the off-node row step.
+TEST(GemmAllToAll, LargerOffNodeTilesMatchTheReference) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  check_layer(comm, dev, 16, 128, 2, 0, {}, 12);
+}
+
 // Inputs of ~0.5-1 MB per (source, expert) block: copies and MPI messages that take a while, so a
 // tile that did not wait for its rows' flag would read a partly written input half (the per-call
 // header, sent after the inputs, arrives long before them across nodes).
