@@ -122,6 +122,10 @@ class GemmAllToAll {
   std::size_t num_experts() const;   ///< experts in the job
   std::size_t first_expert() const;  ///< global id of this rank's first expert
   std::size_t local_experts() const;
+  /// Rows per tile (OpOptions::tile, default 32). Without an explicit tile, the tiles of rows
+  /// that come from (and results that go back to) another node are a whole number of these,
+  /// about 48 KiB of results each, in every mode (the same tiles everywhere: fused mode sends
+  /// fewer, larger MPI messages); tiles of on-node rows have exactly this many rows.
   std::size_t tile_rows() const;
   /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
   std::optional<Mode> auto_choice() const;
