@@ -78,6 +78,8 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
                         float* out, const Compute& compute, const PeerHeaders* headers,
                         bool zero_copy, std::span<const InputRoute> input_sends,
                         std::span<const InputRoute> input_arrivals) {
+  if ((!input_sends.empty() || !input_arrivals.empty()) && !inputs_)
+    ctx_->invalid("BlockExchange: a call with inputs before map_inputs()");
   release_outputs();  // normally done by the operator already, before its checks
   ctx_->tiles_moving();
   FusedPlan plan(*ctx_);
@@ -94,8 +96,6 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
     plan.add(t);
   for (std::size_t i = 0; i < input_sends.size(); ++i)
     if (plan.dest(input_sends[i].peer) == FusedPlan::Dest::OffNode) plan.expect_send();
-  if ((!input_sends.empty() || !input_arrivals.empty()) && !inputs_)
-    ctx_->invalid("BlockExchange: a call with inputs before map_inputs()");
   float* my_inputs =
       input_sends.empty() && input_arrivals.empty() ? nullptr : input_half(my_local, plan.epoch());
   for (const InputRoute& in : input_arrivals)

@@ -128,9 +128,9 @@ std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e
       // tile_cols), which then come from L2/L3 (2048 x 4096 x 1024 in 32-row tiles: 51 -> 70
       // GFLOP/s on one core, docs/kernels.md "GEMM kernel").
       for (std::size_t c = 0; c < n; c += tile_cols)
-        for (std::size_t r = 0; r < rows; r += row_step(s))
-          tiles.push_back(
-              {e, s, r, std::min(rows, r + row_step(s)), c, std::min(n, c + tile_cols)});
+        for_row_tiles(s, rows, [&](std::size_t r, std::size_t h) {
+          tiles.push_back({e, s, r, r + h, c, std::min(n, c + tile_cols)});
+        });
     }
   return tiles;
 }

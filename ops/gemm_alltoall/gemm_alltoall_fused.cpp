@@ -34,11 +34,10 @@ std::vector<BlockRoute> GemmAllToAllImpl::result_arrivals() const {
       const std::size_t rows = route.send_counts[g];
       const std::size_t pair_row = y_row(g) - y_row(first_expert[o]);
       for (std::size_t c = 0; c < n; c += tile_cols)  // in the owner's order (make_tiles)
-        for (std::size_t r = 0; r < rows; r += row_step(o)) {
-          const Block block{(y_row(g) + r) * n + c, std::min(rows, r + row_step(o)) - r,
-                            std::min(n, c + tile_cols) - c};
+        for_row_tiles(o, rows, [&](std::size_t r, std::size_t h) {
+          const Block block{(y_row(g) + r) * n + c, h, std::min(n, c + tile_cols) - c};
           arrivals.push_back({o, block, flag_of(g, r, c), slot + (pair_row + r) * n + c});
-        }
+        });
     }
   }
   return arrivals;

@@ -4,6 +4,7 @@
 // the per-call routing checks and headers in gemm_alltoall_routing.cpp, the fused kernel in
 // gemm_alltoall_fused.cpp, the whole layer (run_layer: dispatch too) in gemm_alltoall_layer.cpp.
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -124,6 +125,15 @@ struct GemmAllToAllImpl {
   std::size_t off_rows = 0;  // rows of a tile to or from another node: a multiple of tile_rows
   /// Rows per tile between this rank and `peer` (the same on both sides of the pair).
   std::size_t row_step(int peer) const { return topo.on_node(peer) ? tile_rows : off_rows; }
+  /// The row tiles of `rows` rows exchanged with `peer`: f(first row, rows in the tile). Every
+  /// tiling of a pair (result tiles, their arrivals, run_layer's dispatch blocks) walks this, so
+  /// both sides of the pair cut the same tiles.
+  template <class F>
+  void for_row_tiles(int peer, std::size_t rows, F&& f) const {
+    const std::size_t step = row_step(peer);
+    for (std::size_t r = 0; r < rows; r += step)
+      f(r, std::min(rows, r + step) - r);
+  }
   std::vector<std::size_t> first_expert;  // per rank prefix; [p] = experts in the job
   Routing route;
   std::vector<float> send_buf;    // unfused modes: results grouped by source rank, then expert

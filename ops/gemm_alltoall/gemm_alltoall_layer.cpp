@@ -62,9 +62,10 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     std::size_t offset = input_slot(o, me);
     for (std::size_t g = first_expert[o]; g < first_expert[o + 1]; ++g) {
       const std::size_t rows = route.send_counts[g];
-      for (std::size_t r = 0; r < rows; r += row_step(o))
-        sends.push_back({o, tokens + (y_row(g) + r) * k, (std::min(rows, r + row_step(o)) - r) * k,
-                         offset + r * k, input_flag(me, g - first_expert[o], r / tile_rows)});
+      for_row_tiles(o, rows, [&](std::size_t r, std::size_t h) {
+        sends.push_back({o, tokens + (y_row(g) + r) * k, h * k, offset + r * k,
+                         input_flag(me, g - first_expert[o], r / tile_rows)});
+      });
       offset += rows * k;
     }
   }
@@ -77,9 +78,9 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
     for (std::size_t e = 0; e < ne; ++e) {
       const std::size_t rows = route.recv_counts[e * p + s];
       input_at[e * p + s] = offset;
-      for (std::size_t r = 0; r < rows; r += row_step(s))
-        expected.push_back({s, nullptr, (std::min(rows, r + row_step(s)) - r) * k, offset + r * k,
-                            input_flag(s, e, r / tile_rows)});
+      for_row_tiles(s, rows, [&](std::size_t r, std::size_t h) {
+        expected.push_back({s, nullptr, h * k, offset + r * k, input_flag(s, e, r / tile_rows)});
+      });
       offset += rows * k;
     }
   }
