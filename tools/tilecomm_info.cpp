@@ -99,7 +99,6 @@ int main(int argc, char** argv) {
                tilecomm::to_string(tilecomm::active_isa()),
                tilecomm::to_string(tilecomm::detected_isa()),
                tilecomm::cpu_has_avx512_bf16() ? "yes" : "no");
-    // The GEMM kernel has no AVX-512 micro-kernel: it may run a narrower path than the others.
     fmt::print("GEMM kernel: {} micro-kernel\n",
                tilecomm::to_string(tilecomm::kernels::gemm_kernels().isa));
     if (device) {

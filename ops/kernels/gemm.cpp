@@ -63,7 +63,8 @@ const GemmMicroFn kGemmMicroScalar[kMr] = {micro_scalar<1>, micro_scalar<2>, mic
 
 GemmKernels gemm_kernels_for(Isa isa) noexcept {
   switch (isa) {
-    case Isa::Avx512:  // no AVX-512 micro-kernel yet: the AVX2 one (docs/kernels.md, "GEMM kernel")
+    case Isa::Avx512:
+      return {Isa::Avx512, detail::kGemmMicroAvx512};
     case Isa::Avx2:
       return {Isa::Avx2, detail::kGemmMicroAvx2};
     case Isa::Scalar:

@@ -5,14 +5,13 @@
 /// panels of kNr floats (PackedWeights) that every tile reads; A is read in place (row-major, any
 /// row stride). One set of micro-kernels per ISA path (C[R x kNr] += R rows of A x a panel over a
 /// K block, R = 1..kMr), chosen at run time by tilecomm::active_isa() (TILECOMM_ISA caps it); the
-/// blocking loops and the packing are shared. There is no AVX-512 micro-kernel yet: the Avx512
-/// path runs the AVX2 one (docs/kernels.md, "GEMM kernel").
+/// blocking loops and the packing are shared (docs/kernels.md, "GEMM kernel").
 ///
 /// Determinism: every element is one chain of fused multiply-adds in increasing k, starting from
 /// +0: c = fma(a[i][k], b[k][j], c) for k = 0, 1, ..., K - 1 (a K block ends by storing c as
 /// float32 and the next reloads it, which changes nothing). So the result does not depend on the
 /// tile an element is in, the tile's shape, the K blocking, the zero padding of the last panel, or
-/// the ISA path: the scalar (std::fma) and AVX2 paths agree bitwise. It differs from
+/// the ISA path: the scalar (std::fma), AVX2 and AVX-512 paths agree bitwise. It differs from
 /// OpenBLAS's sgemm (another order) by float rounding.
 
 #include <cstddef>
@@ -85,6 +84,7 @@ namespace detail {
 // The per-ISA micro-kernels (gemm.cpp, gemm_avx2.cpp, gemm_avx512.cpp).
 extern const GemmMicroFn kGemmMicroScalar[kGemmMr];
 extern const GemmMicroFn kGemmMicroAvx2[kGemmMr];
+extern const GemmMicroFn kGemmMicroAvx512[kGemmMr];
 }  // namespace detail
 
 }  // namespace tilecomm::kernels
