@@ -70,7 +70,8 @@ class Tilecomm:
         self.gather_fn = g
 
     def pool(self, table, indices, offsets, out, isa, prefetch):
-        rc = self.fn(table.data_ptr(), 0, indices.data_ptr(), offsets.data_ptr(), None, BATCH,
+        bf16 = 1 if table.dtype == torch.bfloat16 else 0
+        rc = self.fn(table.data_ptr(), bf16, indices.data_ptr(), offsets.data_ptr(), None, BATCH,
                      table.shape[1], 0, isa, prefetch, out.data_ptr())
         if rc != 0:
             raise RuntimeError(f"tilecomm_pool: this CPU cannot run isa {isa}")
@@ -85,7 +86,9 @@ def summary(xs):
     return statistics.median(xs), min(xs), max(xs)
 
 
-def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
+def run_shape(tc, variants, tables, dim, pool, zipf, args, seed, bf16_tables=None):
+    """variants: (lib, isa, prefetch, bf16) per tilecomm side; a bf16 side pools bf16_tables
+    (the same tables rounded to bfloat16) and is compared with torch's float32 call."""
     count, rows = len(tables), tables[0].shape[0]
     set_bytes = count * BATCH * pool * dim * 4
     # Calls take sets 0, 1, 2, ... in turn across the sides (the variants, gather, torch): with S
@@ -103,9 +106,9 @@ def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
     # allocator hands the same block to the next call.
     out = torch.empty(BATCH, dim)
     fns = []
-    for lib, isa, prefetch in variants:
-        def call(s, lib=lib, isa=isa, prefetch=prefetch):
-            for t, i in zip(tables, index_sets[s]):
+    for lib, isa, prefetch, bf16 in variants:
+        def call(s, lib=lib, isa=isa, prefetch=prefetch, ts=bf16_tables if bf16 else tables):
+            for t, i in zip(ts, index_sets[s]):
                 lib.pool(t, i, csr, out, isa, prefetch)
         fns.append(call)
 
@@ -121,7 +124,7 @@ def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
 
     # Agreement with PyTorch on set 0, table by table (the first variant).
     bitwise, diff = True, 0.0
-    lib0, isa0, prefetch0 = variants[0]
+    lib0, isa0, prefetch0, _ = variants[0]
     for t, i in zip(tables, index_sets[0]):
         lib0.pool(t, i, csr, out, isa0, prefetch0)
         want = torch.nn.functional.embedding_bag(i, t, offsets, mode="sum")
@@ -144,9 +147,10 @@ def run_shape(tc, variants, tables, dim, pool, zipf, args, seed):
             times[k].append((t1 - t0) * 1e-9)
         spent += times[-1][-1]
         rounds += 1
-    gathered = count * BATCH * pool * dim * 4
+    elem = [2 if v[3] else 4 for v in variants] + [4, 4]
     res = {"sets": sets, "rounds": rounds, "bitwise": bitwise, "diff": diff, "sides": []}
     for k in range(len(fns)):
+        gathered = count * BATCH * pool * dim * elem[k]
         med, lo, hi = summary(times[k])
         ratios = [b / a for a, b in zip(times[k], times[-1])]
         res["sides"].append({"ms": (med * 1e3, lo * 1e3, hi * 1e3), "gbs": gathered / med / 1e9,
@@ -161,6 +165,10 @@ def main():
                     help="tilecomm paths to time (each a column)")
     ap.add_argument("--prefetch", type=int, nargs="*", default=[-1],
                     help="prefetch distances in rows (-1: the kernel's default; each a column)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="one more column, 'bf16': the default path on bfloat16 copies of the "
+                         "tables (GB/s of bf16 bytes), against torch on the float32 tables "
+                         "(PyTorch 1.13's CPU embedding_bag takes no bfloat16)")
     ap.add_argument("--baseline-lib", metavar="SO",
                     help="another build's libtilecomm_pool_capi.so, timed as one more column "
                          "('baseline', its default path) in the same rounds")
@@ -180,10 +188,13 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     tc = Tilecomm(args.lib)
-    variants = [(tc, ISAS[i], p) for i in args.isa for p in args.prefetch]
+    variants = [(tc, ISAS[i], p, False) for i in args.isa for p in args.prefetch]
     names = [f"{i}/pf{p}" if p >= 0 else i for i in args.isa for p in args.prefetch]
+    if args.bf16:
+        variants.append((tc, -1, -1, True))
+        names.append("bf16")
     if args.baseline_lib:
-        variants.append((Tilecomm(args.baseline_lib), -1, -1))
+        variants.append((Tilecomm(args.baseline_lib), -1, -1, False))
         names.append("baseline")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; columns: "
           f"{', '.join(names)}, gather (roofline), torch; "
@@ -196,11 +207,13 @@ def main():
             rows = BIG_BYTES // (dim * 4) if big else args.small_rows
             gen = torch.Generator().manual_seed(0)
             tables = [torch.rand(rows, dim, generator=gen) for _ in range(1 if big else 4)]
+            halves = [t.to(torch.bfloat16) for t in tables] if args.bf16 else None
             shape = "1 x 256MiB" if big else f"4 x {args.small_rows // 1000}k"
             for dist in args.dists:
                 for pool in args.pools:
                     seed += 1
-                    r = run_shape(tc, variants, tables, dim, pool, dist == "zipf", args, seed)
+                    r = run_shape(tc, variants, tables, dim, pool, dist == "zipf", args, seed,
+                                  halves)
                     line = f"{shape:>10} {dist:>7} dim {dim:>3} pool {pool:>3}:"
                     for n, s in zip(names + ["gather", "torch"], r["sides"]):
                         ms, lo, hi = s["ms"]
@@ -212,7 +225,7 @@ def main():
                              f"{'bitwise' if r['bitwise'] else 'max diff %.3g' % r['diff']})")
                     print(line, flush=True)
                     mismatches += 0 if r["bitwise"] else 1
-            del tables
+            del tables, halves
     if args.check and mismatches:
         print(f"FAILED: {mismatches} shape(s) differ from PyTorch's embedding_bag")
         sys.exit(1)

@@ -2,6 +2,8 @@
 // run-time dispatch.
 #include "ops/kernels/gemv.hpp"
 
+#include <cblas.h>
+
 #include <cmath>
 #include <cstring>
 
@@ -102,6 +104,13 @@ const GemvKernels& gemv_kernels() {
 void gemv_f32(const float* w, std::size_t rows, std::size_t k, const float* x, float* out) {
   gemv_kernels().f32(w, rows, k, x, out);
 }
+void gemv_f32_operator(const float* w, std::size_t rows, std::size_t k, const float* x,
+                       float* out) {
+  if (gemv_kernels().isa != Isa::Scalar) return gemv_kernels().f32(w, rows, k, x, out);
+  const int ri = static_cast<int>(rows), ki = static_cast<int>(k);
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, ri, ki, 1.0f, w, ki, x, 1, 0.0f, out, 1);
+}
+
 void gemv_bf16(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x,
                float* out) {
   gemv_kernels().bf16(w, rows, k, x, out);

@@ -57,6 +57,11 @@ const GemvKernels& gemv_kernels();
 /// Dispatched entry points: gemv_kernels().f32 / .bf16.
 void gemv_f32(const float* w, std::size_t rows, std::size_t k, const float* x, float* out);
 void gemv_bf16(const std::uint16_t* w, std::size_t rows, std::size_t k, const float* x, float* out);
+/// The fp32 GEMV of GemvAllReduce (every mode) and of its calibration: gemv_f32 on the AVX2 and
+/// AVX-512 paths (bitwise the same on both, and 5-10 % faster than OpenBLAS sgemv on Zen 4:
+/// docs/kernels.md), OpenBLAS cblas_sgemv on the scalar path, whose std::fma reference is slow
+/// (results then follow OpenBLAS's order). Same arguments as gemv_f32.
+void gemv_f32_operator(const float* w, std::size_t rows, std::size_t k, const float* x, float* out);
 /// Dispatched: gemv_kernels().bf16_batch.
 void gemv_bf16_batch(const std::uint16_t* w, std::size_t rows, std::size_t k, std::size_t n,
                      const float* x, float* out);

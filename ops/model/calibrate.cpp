@@ -3,7 +3,6 @@
 // least_squares() (LAPACKE_dgels).
 #include "tilecomm/calibrate.hpp"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "ops/common/symmetric.hpp"
 #include "ops/kernels/embedding_pool.hpp"
 #include "ops/kernels/gemm.hpp"
+#include "ops/kernels/gemv.hpp"
 #include "ops/model/fit.hpp"
 #include "ops/model/profile.hpp"
 #include "runtime/flags.hpp"
@@ -105,8 +105,7 @@ Fit calibrate_gemv(std::vector<float>& big) {
       const std::size_t elems = rows * k, slots = kStreamFloats / elems;
       const double t = time_median(31, [&](int r) {
         const float* w = big.data() + (static_cast<std::size_t>(r) % slots) * elems;
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(rows), int(k), 1.0f, w, int(k), x.data(), 1,
-                    0.0f, y.data(), 1);
+        kernels::gemv_f32_operator(w, rows, k, x.data(), y.data());
       });
       pts.add(double(rows), double(rows * k), t);
     }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ops/kernels/gemv.hpp"
 #include "ops_test_util.hpp"
 #include "tilecomm/bench_hooks.hpp"
 
@@ -154,6 +155,18 @@ void check_canonical_bits(Communicator& comm, Device& dev, std::size_t n,
         bench::compute_only(*op, w16.data(), x.data(), partial.data());
       else
         bench::compute_only(*op, w.data(), x.data(), partial.data());
+      if (n == 1 && !bf16) {
+        // fp32, one vector: the operator's tiles are gemv_f32_operator's rows, which on the AVX2
+        // and AVX-512 paths are the same bits (tilecomm's kernel, not the BLAS's order).
+        std::vector<float> ref(rows);
+        kernels::gemv_f32_operator(w.data(), rows, k, x.data(), ref.data());
+        EXPECT_EQ(std::memcmp(partial.data(), ref.data(), m * sizeof(float)), 0) << "m " << rows;
+        if (kernels::gemv_kernels().isa != Isa::Scalar) {
+          kernels::gemv_kernels_for(Isa::Avx2).f32(w.data(), rows, k, x.data(), ref.data());
+          EXPECT_EQ(std::memcmp(partial.data(), ref.data(), m * sizeof(float)), 0)
+              << "m " << rows << ": the operator's fp32 GEMV is not the AVX2 kernel's bits";
+        }
+      }
       if (first_partial.empty())
         first_partial = partial;
       else if (n == 1 || bf16)  // row by row: the tiling cannot matter
