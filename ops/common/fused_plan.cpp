@@ -124,6 +124,7 @@ void FusedPlan::run(const TaskFn& body) {
   const bool proxy_wg = proxy != nullptr && ctx_.wg_slots() > 1 && !proxy_on_host_;
   if (proxy != nullptr) {
     proxy->expect_sends(sends_);
+    if (proxy_on_host_) proxy->hurry_when_sent();
     if (proxy_wg)
       proxy->launch(ctx_.comm_stream, ctx_.kernel_name("proxy").c_str());
     else

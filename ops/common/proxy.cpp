@@ -19,6 +19,8 @@ void Proxy::reset() {
   }
   recvs_.clear();
   expected_sends_ = 0;
+  hurry_when_sent_ = false;
+  sends_handed_.store(0, std::memory_order_relaxed);
   std::lock_guard q(queue_mu_);
   handed_.clear();
 }
@@ -49,8 +51,12 @@ void Proxy::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Dat
   MPI_Request req = MPI_REQUEST_NULL;
   mpi_check(MPI_Isend(buf, count, type, dst, tag, comm_, &req), "MPI_Isend");
   wg.mark("send posted", tag, dst);
-  std::lock_guard q(queue_mu_);
-  handed_.push_back({req, dst});
+  {
+    std::lock_guard q(queue_mu_);
+    handed_.push_back({req, dst});
+  }
+  const std::size_t handed = sends_handed_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (hurry_when_sent_ && handed == expected_sends_) hurry();
 }
 
 void Proxy::start_on_host() {

@@ -34,6 +34,12 @@ class Proxy {
                    std::size_t idx, std::uint32_t value);
   /// The number of send() calls this operator call will make.
   void expect_sends(std::size_t n) { expected_sends_ = n; }
+  /// For a latency-bound call (the host-driven one-shot GEMV): hurry() as soon as the call's last
+  /// expected send has been posted, not only when its last task ends. Its last tasks wait for
+  /// peers' blocks that only MPI progress brings, and a background-paced proxy (sleeps of 20-160
+  /// us) made them wait for its next poll: fused GEMV+AllReduce across 2 emulated nodes took
+  /// 1.3-1.4x sequential's time at decode's shapes (docs/ops.md). For this call only (reset()).
+  void hurry_when_sent() { hurry_when_sent_ = true; }
   /// Posts the expected receives, then launches the proxy WG (run()) on `stream`, which should
   /// have a higher priority than the compute kernel's so the proxy is resident before it.
   void launch(Stream& stream, const char* name);
@@ -109,6 +115,8 @@ class Proxy {
   const char* op_;
   std::vector<Recv> recvs_;
   std::size_t expected_sends_ = 0;
+  bool hurry_when_sent_ = false;
+  std::atomic<std::size_t> sends_handed_{0};  // send() calls of this call, by any WG
 
   std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)
   std::vector<Posted> handed_;

@@ -14,9 +14,12 @@ namespace {
 /// two-shot's fewer bytes per rank win.
 constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
 /// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
-/// a 1 Gbit/s link (125 bytes/us) and ~10 us of CPU per Open MPI TCP message.
+/// a 1 Gbit/s link (125 bytes/us) and ~25 us of CPU per Open MPI TCP message, sender and receiver
+/// (traced at 2 emulated nodes x 1 rank: 13-25 us from a block's store to its MPI_Isend's return
+/// on the sender alone). With 10 us, decode's 16 KiB up-projection took 4 blocks, and fused was
+/// 11-19 % slower than sequential there; with 2 blocks 4-6 % (docs/ops.md, the latency path).
 constexpr double kOffNodeBytesPerUs = 125.0;
-constexpr double kOffNodeMessageUs = 10.0;
+constexpr double kOffNodeMessageUs = 25.0;
 
 /// One-shot row blocks. The call's exposed communication is about the last block's transfer,
 /// S / n x beta, plus the message cost of every block, n x c: n = sqrt(S beta / c) minimises it
