@@ -33,7 +33,7 @@ struct Options {
   int free_cus = 1, chunks = 4, tune_iters = 3;
   std::string shaped_policy = "lds";
   std::size_t tile = 0;
-  bool check = true, balance = false;
+  bool check = true, balance = false, auto_mode = false;
   std::string json, trace, workload;
 };
 
@@ -47,6 +47,10 @@ struct Row {
   int cores = 1;                // the node's cores (its ranks' affinity masks)
   bool has[3] = {false, false, false};
   long long wrong = 0;
+  // --auto: Mode::Auto on a context of its own, timed once it has settled.
+  Stats autom;
+  std::string auto_choice;  // the mode it settled on ("" without --auto)
+  int auto_trials = 0;      // its calls before it settled (the user's first calls)
 };
 
 Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& node,
@@ -70,20 +74,33 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
     throw Error(ErrorCode::InvalidArgument,
                 "--modes auto: fused_perf times the fixed modes side by side (auto picks one of "
                 "them after its first calls)");
-  std::vector<double> tc, tm, tcc, tmc, tmode[3];
+  std::vector<double> tc, tm, tcc, tmc, tmode[3], tauto;
+  // --auto: a context of its own, called with Mode::Auto until it settles (its trial calls, as a
+  // user's first calls; not timed), then timed in the rounds below like the fixed modes.
+  std::size_t auto_variant = 0;
+  if (o.auto_mode) {
+    auto_variant = bench->add_variant(oo);
+    while (!bench->auto_choice(auto_variant) && row.auto_trials < 1000) {
+      bench->run(Mode::Auto, auto_variant);
+      ++row.auto_trials;
+    }
+    row.auto_choice = std::string(to_string(bench->auto_choice(auto_variant).value()));
+  }
   // Variants take turns going first, so none always pays for waking an idle device.
-  const int variants = 2 + static_cast<int>(modes.size());
+  const int variants = 2 + static_cast<int>(modes.size()) + (o.auto_mode ? 1 : 0);
   for (int it = -o.warmup; it < o.iters; ++it) {
     Timing c, m;
-    double t[3] = {0, 0, 0};
+    double t[3] = {0, 0, 0}, ta = 0;
     for (int j = 0; j < variants; ++j) {
       const int v = (j + it + o.warmup) % variants;
       if (v == 0)
         c = timed(node, [&] { bench->compute_only(); });
       else if (v == 1)
         m = timed(node, [&] { bench->collective_only(); });
-      else
+      else if (v - 2 < static_cast<int>(modes.size()))
         t[int(modes[v - 2])] = timed(node, [&] { bench->run(modes[v - 2]); }).wall;
+      else
+        ta = timed(node, [&] { bench->run(Mode::Auto, auto_variant); }).wall;
     }
     if (it < 0) continue;
     tc.push_back(c.wall);
@@ -92,7 +109,9 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
     tmc.push_back(m.cpu);
     for (Mode mode : modes)
       tmode[int(mode)].push_back(t[int(mode)]);
+    tauto.push_back(ta);
   }
+  if (o.auto_mode) row.autom = stats_of(tauto);
   row.compute = stats_of(tc);
   row.comm = stats_of(tm);
   row.compute_cpu = stats_of(tcc);
@@ -107,6 +126,10 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
       if (mode == Mode::Sequential) continue;
       bench->run(mode);
       row.wrong += bench->wrong_vs_sequential(mode);
+    }
+    if (o.auto_mode) {
+      bench->run(Mode::Auto, auto_variant);
+      row.wrong += bench->wrong_vs_sequential(Mode::Auto);
     }
     MPI_Allreduce(MPI_IN_PLACE, &row.wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   }
@@ -141,6 +164,14 @@ std::string recovered(const Row& r) {
   const double seq = r.mode[0].median, room = seq - ideal_cpu(r);
   if (room < 0.05 * seq) return "n/a (saving < 5 %)";
   return fmt::format("{:.2f}", (seq - r.mode[2].median) / room);
+}
+
+// --auto: Auto's median over the best fixed mode's (issue 15's bar: <= 1.05); 0 without --auto.
+double auto_over_best(const Row& r) {
+  double best = 0;
+  for (int m = 0; m < 3; ++m)
+    if (r.has[m] && (best == 0 || r.mode[m].median < best)) best = r.mode[m].median;
+  return r.auto_choice.empty() || best == 0 ? 0 : r.autom.median / best;
 }
 
 double fused_over_ideal_cpu(const Row& r) {
@@ -180,6 +211,10 @@ nlohmann::json to_json(const Row& r, const Communicator& comm) {
           {"ideal_cpu_us", ideal_cpu(r)},
           {"fused_over_ideal_cpu", fused_over_ideal_cpu(r)},
           {"recovered", recovered(r)},
+          {"auto_us", r.auto_choice.empty() ? nlohmann::json() : nlohmann::json(r.autom.median)},
+          {"auto_choice", r.auto_choice},
+          {"auto_trials", r.auto_trials},
+          {"auto_over_best", auto_over_best(r)},
           {"wrong", r.wrong}};
 }
 
@@ -203,6 +238,7 @@ int run_ops(Options o, Communicator& comm, Device& dev, const NodeCpu& node) {
       quick.iters = 3;
       quick.warmup = 1;
       quick.modes = {};
+      quick.auto_mode = false;
       quick.check = false;
       Row r = measure(quick, comm, dev, node, o.op, s, false);
       if (root)
@@ -238,6 +274,9 @@ int run_ops(Options o, Communicator& comm, Device& dev, const NodeCpu& node) {
           r.shape_text, r.bytes, cell(r.compute), cell(r.comm), cell(r.mode[0]), cell(r.mode[1]),
           cell(r.mode[2]), 100 * reduction(r, Mode::Shaped), 100 * reduction(r, Mode::Fused),
           overlap_efficiency(r), ideal_cpu(r), fused_over_ideal_cpu(r), recovered(r), r.wrong);
+      if (!r.auto_choice.empty())
+        fmt::print("{:<38} auto {} ({} trial calls, then {}): {:.2f} x the best fixed mode\n", "",
+                   cell(r.autom), r.auto_trials, r.auto_choice, auto_over_best(r));
       std::fflush(stdout);
     }
     if (o.factor <= 1) break;
@@ -282,6 +321,10 @@ int main(int argc, char** argv) {
                  "--cus >= 2) | nonblocking (chunks on every CU, collectives posted by the host)");
   app.add_option("--tile", o.tile, "tile size along the tiled dimension (0: the op's default)");
   app.add_option("-c,--check", o.check, "check every mode against sequential (1/0)");
+  app.add_flag("--auto", o.auto_mode,
+               "also Mode::Auto, on a context of its own: called until it settles (its trial "
+               "calls, counted, not timed), then timed beside the fixed modes; prints its choice "
+               "and its median over the best fixed mode's");
   app.add_flag("--balance", o.balance,
                "search the ratio where compute ~ communication, report there");
   app.add_option("--json", o.json, "write one JSON object per row");

@@ -101,6 +101,7 @@ class GemvBench : public OpBench {
   }
   std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
   void drop_variant(std::size_t v) override { ops_.drop(v); }
+  std::optional<Mode> auto_choice(std::size_t v) override { return ops_[v].auto_choice(); }
   Collective collective() const override { return Collective::AllReduce; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return y_.size() * sizeof(float); }
@@ -210,6 +211,7 @@ class EmbeddingBench : public OpBench {
   }
   std::size_t add_variant(const OpOptions& o) override { return ops_.add(o); }
   void drop_variant(std::size_t v) override { ops_.drop(v); }
+  std::optional<Mode> auto_choice(std::size_t v) override { return ops_[v].auto_choice(); }
   Collective collective() const override { return Collective::AllToAllv; }
   long long wrong_vs_sequential(Mode) override { return count_different(out_, ref_); }
   std::size_t bytes() const override { return send_.size() * sizeof(float); }
@@ -329,6 +331,7 @@ class MoeBench : public OpBench {
     return v;
   }
   void drop_variant(std::size_t v) override { ops_.drop(v); }
+  std::optional<Mode> auto_choice(std::size_t v) override { return ops_[v].auto_choice(); }
   Collective collective() const override { return Collective::AllToAllv; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return x_.size() / k_ * n_ * sizeof(float); }
@@ -386,6 +389,7 @@ class GemmRsBench : public OpBench {
     return v;
   }
   void drop_variant(std::size_t v) override { ops_.drop(v); }
+  std::optional<Mode> auto_choice(std::size_t v) override { return ops_[v].auto_choice(); }
   Collective collective() const override { return Collective::ReduceScatter; }
   long long wrong_vs_sequential(Mode) override { return count_different(y_, ref_); }
   std::size_t bytes() const override { return m_ * n_ * sizeof(float); }

@@ -5,6 +5,7 @@
 // (a collective algorithm, shaped knobs), are "variants": the baselines fused_perf tunes.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ class OpBench {
   virtual std::size_t add_variant(const OpOptions& options) = 0;
   /// Frees a variant's operator (collective); its index is not reused, running it is an error.
   virtual void drop_variant(std::size_t variant) = 0;
+  /// The mode Mode::Auto settled on for `variant` (run() with Mode::Auto; MoE: run()'s, not
+  /// run_layer()'s), or none while it is still trying.
+  virtual std::optional<Mode> auto_choice(std::size_t variant) = 0;
   /// The collective of sequential mode (OpOptions::algorithm names one of its algorithms).
   virtual Collective collective() const = 0;
   /// Elements of the last run's output that differ from the reference (bitwise).

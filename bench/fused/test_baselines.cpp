@@ -79,6 +79,7 @@ class FakeBench : public OpBench {
     return tiles.size() - 1;
   }
   void drop_variant(std::size_t v) override { dropped.insert(v); }
+  std::optional<Mode> auto_choice(std::size_t) override { return std::nullopt; }
   Collective collective() const override { return Collective::AllReduce; }
   long long wrong_vs_sequential(Mode) override { return 0; }
   std::size_t bytes() const override { return 0; }
