@@ -30,7 +30,8 @@ struct GemvAllReduceImpl;
 /// reduce through tilecomm's AllReduce; fused reduces each row block in rank order (either
 /// protocol). With exact inputs (small integers) all modes agree bitwise; with general floats they
 /// agree to within float rounding of a p-term sum. Every mode computes a row block with the same
-/// kernel (float32: OpenBLAS sgemv for n = 1, sgemm for n > 1; bfloat16: tilecomm's, whose result
+/// kernel (float32: tilecomm's kernel for n = 1, whose result is the same on the AVX2 and AVX-512
+/// paths, OpenBLAS sgemv on the scalar path, sgemm for n > 1; bfloat16: tilecomm's, whose result
 /// does not depend on the ISA path it takes, ops/kernels/gemv.hpp; once per column of X for
 /// n = 2, 3, a batched one that reads W once for n >= 4). With n > 1 in float32, a row's bits may
 /// depend on the tile size (sgemm's edge kernels): modes of one context agree bitwise, contexts
