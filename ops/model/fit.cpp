@@ -18,7 +18,7 @@ Fit least_squares(std::span<const double> x1, std::span<const double> x2, std::s
       (unknowns == 3 && x2.size() != n))
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("least_squares: {} points for {} unknowns", n, unknowns));
-  // Columns scaled to unit max so that dgels sees a well-conditioned matrix (x2 reaches 1e9).
+  // Columns scaled to unit max so that dgelsy sees a well-conditioned matrix (x2 reaches 1e9).
   std::vector<double> scale(static_cast<std::size_t>(unknowns), 1.0);
   auto feature = [&](std::size_t i, int j) { return j == 0 ? 1.0 : j == 1 ? x1[i] : x2[i]; };
   for (int j = 1; j < unknowns; ++j) {
@@ -36,12 +36,25 @@ Fit least_squares(std::span<const double> x1, std::span<const double> x2, std::s
     for (int j = 0; j < unknowns; ++j)
       a[i * unknowns + j] = feature(i, j) / scale[j] * w;
   }
-  const lapack_int info = LAPACKE_dgels(LAPACK_ROW_MAJOR, 'N', static_cast<lapack_int>(n), unknowns,
-                                        1, a.data(), unknowns, b.data(), 1);
+  // dgelsy (QR with column pivoting) rather than dgels: dgels only refuses a matrix whose R has an
+  // exactly zero diagonal, which for dependent columns is a matter of the BLAS kernel's rounding
+  // (on Zen 4's AVX-512 OpenBLAS three equal columns left ~1e-17 there, and dgels returned a
+  // meaningless fit). dgelsy reports the numerical rank at a relative tolerance instead.
+  constexpr double kRcond = 1e-10;  // the columns are scaled to unit max above
+  std::vector<lapack_int> pivots(static_cast<std::size_t>(unknowns), 0);
+  lapack_int rank = 0;
+  const lapack_int info =
+      LAPACKE_dgelsy(LAPACK_ROW_MAJOR, static_cast<lapack_int>(n), unknowns, 1, a.data(), unknowns,
+                     b.data(), 1, pivots.data(), kRcond, &rank);
   if (info != 0)
     throw Error(ErrorCode::InvalidArgument,
-                fmt::format("least_squares: LAPACKE_dgels returned {} ({} points, {} unknowns)",
+                fmt::format("least_squares: LAPACKE_dgelsy returned {} ({} points, {} unknowns)",
                             info, n, unknowns));
+  if (rank < unknowns)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("least_squares: the points determine only {} of {} unknowns (their "
+                            "features do not vary independently; {} points)",
+                            rank, unknowns, n));
   Fit f;
   for (int j = 0; j < unknowns; ++j)
     f.c[j] = b[j] / scale[j];

@@ -10,7 +10,7 @@
 
 namespace tilecomm::model {
 
-/// t = c[0] + c[1] x1 + c[2] x2 (x1, x2 named per use), fitted by least squares (LAPACKE_dgels)
+/// t = c[0] + c[1] x1 + c[2] x2 (x1, x2 named per use), fitted by least squares (LAPACKE_dgelsy)
 /// over `points` measurements; `rms` is the root mean square residual (s), `max_rel` the largest
 /// |residual| / measured.
 struct Fit {
