@@ -30,6 +30,14 @@ def cell(v, ranges=False):
     return f'{t} ({v["knob"]})' if v["knob"] else t
 
 
+def auto(r):
+    """Auto's time over the best fixed variant's, with the mode it settled on (runs from before
+    the Auto column: a dash)."""
+    if "auto_over_best_fixed" not in r:
+        return "—"
+    return f'{r["auto_over_best_fixed"]:.2f} ({r["auto_choice"]})'
+
+
 def main(argv):
     match, compact = None, False
     while len(argv) > 1 and argv[1].startswith("--"):
@@ -54,8 +62,9 @@ def main(argv):
                 keys.append(k)
     if compact:
         print("| workload | layer | shape | setting | sequential | best other variant | fused "
-              "| fused / best other | fused / seq | fused / ideal_cpu | recovered | bars | wrong |")
-        print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+              "| fused / best other | fused / seq | fused / ideal_cpu | recovered | bars "
+              "| auto (choice) / best fixed | wrong |")
+        print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     else:
         print("| workload | layer | shape | setting | " + " | ".join(c[1] for c in COLUMNS) +
               " | best other | fused / best other | fused / seq | fused / ideal_cpu | recovered "
@@ -74,7 +83,8 @@ def main(argv):
                 print(f'| {k[0]} | {k[1]} | {k[2]} | {name} | {cell(v["sequential"], True)} '
                       f'| {r["best_other"]}: {cell(best, True)} | {cell(v["fused"], True)} '
                       f'| {r["fused_over_best_other"]:.2f} | {r["fused_over_sequential"]:.2f} '
-                      f'| {r["fused_over_ideal_cpu"]:.2f} | {rec} | {r["bars"]} | {r["wrong"]} |')
+                      f'| {r["fused_over_ideal_cpu"]:.2f} | {rec} | {r["bars"]} | {auto(r)} '
+                      f'| {r["wrong"]} |')
                 continue
             print(f'| {k[0]} | {k[1]} | {k[2]} | {name} | '
                   + " | ".join(cell(v[c]) for c, _ in COLUMNS)

@@ -32,6 +32,8 @@ struct Row {
   Stats compute, comm, compute_cpu, comm_cpu;
   std::vector<Column> cols;  // sequential first, fused last
   std::vector<Tuned> tuned;
+  Column automode;  // Mode::Auto on a context of its own, timed once settled (knob: its choice)
+  int auto_trials = 0;
   int cores = 1;
   long long wrong = 0;
 
@@ -42,6 +44,13 @@ struct Row {
     const Column* best = &cols.front();
     for (std::size_t i = 0; i + 1 < cols.size(); ++i)
       if (cols[i].available && cols[i].time.median < best->time.median) best = &cols[i];
+    return *best;
+  }
+  // The fastest fixed variant, fused included (what Auto is judged against: issue 15's bar).
+  const Column& best_fixed() const {
+    const Column* best = &cols.back();
+    for (const Column& c : cols)
+      if (c.available && c.time.median < best->time.median) best = &c;
     return *best;
   }
   Bars bars() const {
@@ -62,12 +71,21 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
     row.tuned.push_back(std::move(t));
   }
   row.cols.push_back({"fused", "", Mode::Fused, 0});
+  // Auto as a user meets it: a context of its own, called until it settles (its trial calls are
+  // counted, not timed), then timed in the rounds below beside the fixed variants.
+  row.automode = {"auto", "", Mode::Auto, bench.add_variant(run.base)};
+  while (!bench.auto_choice(row.automode.variant) && row.auto_trials < 1000) {
+    bench.run(Mode::Auto, row.automode.variant);
+    ++row.auto_trials;
+  }
+  row.automode.knob = std::string(to_string(bench.auto_choice(row.automode.variant).value()));
   std::vector<std::size_t> live;
   for (std::size_t i = 0; i < row.cols.size(); ++i)
     if (row.cols[i].available) live.push_back(i);
   std::vector<double> tc, tm, tcc, tmc;
   std::vector<std::vector<double>> t(row.cols.size());
-  const int variants = 2 + static_cast<int>(live.size());
+  std::vector<double> ta;
+  const int variants = 3 + static_cast<int>(live.size());
   for (int it = -run.warmup; it < run.iters; ++it) {
     for (int j = 0; j < variants; ++j) {
       const int v = (j + it + run.warmup) % variants;
@@ -77,10 +95,13 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
       } else if (v == 1) {
         const Timing m = timed(node, [&] { bench.collective_only(); });
         if (it >= 0) tm.push_back(m.wall), tmc.push_back(m.cpu);
+      } else if (v == 2) {
+        const Timing a = timed(node, [&] { bench.run(Mode::Auto, row.automode.variant); });
+        if (it >= 0) ta.push_back(a.wall);
       } else {
-        Column& col = row.cols[live[v - 2]];
+        Column& col = row.cols[live[v - 3]];
         const Timing r = timed(node, [&] { bench.run(col.mode, col.variant); });
-        if (it >= 0) t[live[v - 2]].push_back(r.wall);
+        if (it >= 0) t[live[v - 3]].push_back(r.wall);
       }
     }
   }
@@ -90,6 +111,7 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   row.comm_cpu = stats_of(tmc);
   for (std::size_t i : live)
     row.cols[i].time = stats_of(t[i]);
+  row.automode.time = stats_of(ta);
   // The reference, then every other variant against it.
   bench.run(Mode::Sequential, 0);
   for (std::size_t i : live) {
@@ -100,6 +122,11 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
     MPI_Allreduce(MPI_IN_PLACE, &col.wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     row.wrong += col.wrong;
   }
+  bench.run(Mode::Auto, row.automode.variant);
+  row.automode.wrong = bench.wrong_vs_sequential(Mode::Auto);
+  MPI_Allreduce(MPI_IN_PLACE, &row.automode.wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  row.wrong += row.automode.wrong;
+  bench.drop_variant(row.automode.variant);
   return row;
 }
 
@@ -124,6 +151,13 @@ nlohmann::json to_json(const WorkloadCase& w, const OpBench& bench, const Row& r
     v["available"] = c.available;
     v["wrong"] = c.wrong;
     variants[c.name] = v;
+  }
+  {
+    nlohmann::json a = stats(r.automode.time);
+    a["knob"] = r.automode.knob;
+    a["available"] = true;
+    a["wrong"] = r.automode.wrong;
+    variants["auto"] = a;
   }
   nlohmann::json tuning = nlohmann::json::object();
   for (const Tuned& t : r.tuned) {
@@ -164,6 +198,10 @@ nlohmann::json to_json(const WorkloadCase& w, const OpBench& bench, const Row& r
       {"bars", bars.text()},
       {"bar_faster_than_all", bars.faster_than_all},
       {"bar_not_slower_than_best", bars.not_slower_than_best},
+      {"auto_choice", r.automode.knob},
+      {"auto_trials", r.auto_trials},
+      {"best_fixed", r.best_fixed().name},
+      {"auto_over_best_fixed", r.automode.time.median / r.best_fixed().time.median},
       {"wrong", r.wrong}};
   if (bars.recovered) {
     j["bar_recovered_075"] = bars.recovered_075;
@@ -181,16 +219,19 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
     fmt::print(
         "# workloads on {} ranks ({} nodes), {} CUs x {} slots per rank, {} cores per node. Times "
         "in ms: median [min,max] of the slowest rank over {} rounds (+{} warm-up), every variant "
-        "once per round; tuned baselines ({} rounds per candidate) show the winning knob. cpu = "
+        "once per round; tuned baselines ({} rounds per candidate) show the winning knob; auto = "
+        "Mode::Auto on a "
+        "context of its own, timed after its trial calls, with the mode it settled on. cpu = "
         "compute_cpu + comm_cpu (ms, summed over a node's ranks); ideal_cpu = max(compute, comm, "
         "cpu / cores); recovered = (sequential - fused) / (sequential - ideal_cpu), n/a where the "
         "possible saving, min(sequential - ideal_cpu, compute, comm), is under 5 % of "
         "sequential\n\n"
         "| workload | layer | shape | compute | comm | cpu | ideal_cpu | sequential | seq. best "
         "collective | shaped LDS | shaped non-blocking | shaped CU mask | fused | best other | "
-        "fused / best other | fused / ideal_cpu | recovered | bars | wrong |\n"
+        "fused / best other | fused / ideal_cpu | recovered | bars | auto (choice) | auto / best "
+        "fixed | wrong |\n"
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:"
-        "|\n",
+        "|---:|---:|\n",
         comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), node.cores(),
         run.iters, run.warmup, run.tune_iters);
   nlohmann::json out = nlohmann::json::array();
@@ -203,7 +244,7 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
     if (root) {
       fmt::print(
           "| {} | {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | "
-          "{:.2f} | {:.2f} | {} | {} | {} |\n",
+          "{:.2f} | {:.2f} | {} | {} | {} ({}) | {:.2f} | {} |\n",
           w.workload, w.label, bench->shape(), ms(r.compute), ms(r.comm),
           (r.compute_cpu.median + r.comm_cpu.median) * 1e-3, bars.ideal_cpu * 1e-3,
           col_cell(r.cols[0]), col_cell(r.cols[1]), col_cell(r.cols[2]), col_cell(r.cols[3]),
@@ -211,7 +252,8 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
           r.fused().time.median / r.best_other().time.median,
           r.fused().time.median / bars.ideal_cpu,
           bars.recovered ? fmt::format("{:.2f}", *bars.recovered) : "n/a (saving < 5 %)",
-          bars.text(), r.wrong);
+          bars.text(), ms(r.automode.time), r.automode.knob,
+          r.automode.time.median / r.best_fixed().time.median, r.wrong);
       std::fflush(stdout);
     }
     out.push_back(to_json(w, *bench, r, comm, dev));
