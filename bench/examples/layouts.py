@@ -40,14 +40,15 @@ SECTION = re.compile(r"^\s*(top-\d+):")
 SETTLED = re.compile(r"auto (settled on \w+|still trying)")
 
 
-def command(build, layout, program, args, rate, cpus):
+def command(build, layout, program, args, rate, cpus, burst=None):
     exe = os.path.join(os.path.abspath(build), "examples", program)
     if layout.startswith("np"):
         return ["mpirun", "-np", layout[2:], "--oversubscribe", "--bind-to", "none",
                 "--mca", "mpi_yield_when_idle", "1", exe] + args
     nodes, per_node = layout.split("x")
-    return [os.path.join(ROOT, "tools", "cluster", "cluster.sh"), "--nodes", nodes,
-            "--ranks-per-node", per_node, "--rate", rate, "--cpus", cpus, "--", exe] + args
+    return ([os.path.join(ROOT, "tools", "cluster", "cluster.sh"), "--nodes", nodes,
+             "--ranks-per-node", per_node, "--rate", rate, "--cpus", cpus]
+            + (["--burst", str(burst)] if burst else []) + ["--", exe] + args)
 
 
 def settled(output):
@@ -86,6 +87,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="runs per build and layout")
     ap.add_argument("--mode", default="fused", help="--mode passed to the examples")
     ap.add_argument("--steps", type=int, default=0, help="steps (01, 03) / tokens (02); 0: default")
+    ap.add_argument("--burst", type=int, default=0,
+                    help="tbf burst of the emulated links in bytes (0: cluster.sh's default, 2 ms "
+                         "of the rate; 65536, its minimum, is closer to a NIC that never sends "
+                         "faster than its line rate)")
     ap.add_argument("--cpus", default="split",
                     help="emulated nodes' CPUs: split, shared or both (split,shared), alternating")
     a = ap.parse_args()
@@ -105,7 +110,8 @@ def main():
             cpu_modes = [""] if layout.startswith("np") else a.cpus.split(",")
             for rep in range(a.repeat):
                 for build, cpus in [(b, c) for b in builds for c in cpu_modes]:
-                    cmd = command(build, layout, program, args + ["--mode", a.mode], a.rate, cpus)
+                    cmd = command(build, layout, program, args + ["--mode", a.mode], a.rate, cpus,
+                                  a.burst)
                     where = f"{layout} {cpus}" if len(cpu_modes) > 1 else layout
                     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
                     if p.returncode != 0:
