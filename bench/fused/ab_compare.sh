@@ -11,12 +11,8 @@ old="$1" new="$2" rounds="${3:-3}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-declare -A shape=(
-  [gemv_allreduce]="-b 262144"
-  [embedding_alltoall]="-b 4096 --dim 64 --tables 4"
-  [gemm_alltoall]="-b 2048 --dim 256 --tables 4"
-)
-ratio_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["ratio"])' "$1"; }
+# shellcheck source=suite_shapes.sh
+source "$(dirname "$0")/suite_shapes.sh"
 for op in gemv_allreduce embedding_alltoall gemm_alltoall; do
   for setting in shm 1gbit; do
     args=(--op "$op" ${shape[$op]} --ratio "$(ratio_of "$root/bench/results/${op}_${setting}.json")" -n 20 -w 3)

@@ -17,12 +17,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 perf="$build/bench/fused/fused_perf"
 iters=(-n "${ITERS:-30}" -w 3 --auto)
 decode_iters=(-n "${DECODE_ITERS:-200}" -w 20 --auto)
-declare -A shape=(
-  [gemv_allreduce]="-b 262144"
-  [embedding_alltoall]="-b 4096 --dim 64 --tables 4"
-  [gemm_alltoall]="-b 2048 --dim 256 --tables 4"
-)
-ratio_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["ratio"])' "$1"; }
+# shellcheck source=suite_shapes.sh
+source "$(dirname "$0")/suite_shapes.sh"
 for op in gemv_allreduce embedding_alltoall gemm_alltoall; do
   # shellcheck disable=SC2086
   mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1 "$perf" --op "$op" ${shape[$op]} \

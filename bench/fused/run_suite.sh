@@ -20,13 +20,9 @@ iters=(-n "${ITERS:-30}" -w 3)
 # Shapes: the size and fixed knobs per op; the ratio knob (GEMV: K per rank, embedding: bag size,
 # MoE: K) is searched by --balance in every setting so that compute ~ communication on the machine
 # at hand (the balanced point of the papers' tables). The JSON records the ratio found.
-declare -A shape=(
-  [gemv_allreduce]="-b 262144"
-  [embedding_alltoall]="-b 4096 --dim 64 --tables 4"
-  [gemm_alltoall]="-b 2048 --dim 256 --tables 4"
-)
+# shellcheck source=suite_shapes.sh
+source "$(dirname "$0")/suite_shapes.sh"
 ops=(gemv_allreduce embedding_alltoall gemm_alltoall)
-ratio_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["ratio"])' "$1"; }
 
 for op in "${ops[@]}"; do
   # One node: each rank gets the machine's cores as CUs (default).
