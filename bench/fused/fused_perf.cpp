@@ -80,11 +80,9 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   std::size_t auto_variant = 0;
   if (o.auto_mode) {
     auto_variant = bench->add_variant(oo);
-    while (!bench->auto_choice(auto_variant) && row.auto_trials < 1000) {
-      bench->run(Mode::Auto, auto_variant);
-      ++row.auto_trials;
-    }
-    row.auto_choice = std::string(to_string(bench->auto_choice(auto_variant).value()));
+    const AutoSettled settled = settle_auto(*bench, auto_variant);
+    row.auto_choice = std::string(to_string(settled.mode));
+    row.auto_trials = settled.trials;
   }
   // Variants take turns going first, so none always pays for waking an idle device.
   const int variants = 2 + static_cast<int>(modes.size()) + (o.auto_mode ? 1 : 0);

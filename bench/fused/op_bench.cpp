@@ -424,4 +424,17 @@ Shape default_shape(const std::string& op) {
   return {2048, 64, 256, 4};
 }
 
+AutoSettled settle_auto(OpBench& bench, std::size_t variant) {
+  constexpr int kMaxTrials = 1000;
+  int trials = 0;
+  while (!bench.auto_choice(variant)) {
+    if (trials == kMaxTrials)
+      throw Error(ErrorCode::Internal,
+                  fmt::format("Mode::Auto did not settle within {} calls", kMaxTrials));
+    bench.run(Mode::Auto, variant);
+    ++trials;
+  }
+  return {*bench.auto_choice(variant), trials};
+}
+
 }  // namespace tilecomm::bench

@@ -64,6 +64,15 @@ class OpBench {
   virtual std::string shape() const = 0;
 };
 
+/// Mode::Auto as a user meets it: calls `variant` with Mode::Auto until it settles (its trial
+/// calls, as a user's first calls; collective) and returns the mode it settled on and how many
+/// calls that took. Error(Internal) if it has not settled after 1000 calls.
+struct AutoSettled {
+  Mode mode;
+  int trials;
+};
+AutoSettled settle_auto(OpBench& bench, std::size_t variant);
+
 /// op: "gemv_allreduce", "embedding_alltoall", "gemm_alltoall" or "gemm_reduce_scatter".
 std::unique_ptr<OpBench> make_op_bench(const std::string& op, Communicator& comm, Device& device,
                                        const Shape& shape, const OpOptions& options);

@@ -74,11 +74,9 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   // Auto as a user meets it: a context of its own, called until it settles (its trial calls are
   // counted, not timed), then timed in the rounds below beside the fixed variants.
   row.automode = {"auto", "", Mode::Auto, bench.add_variant(run.base)};
-  while (!bench.auto_choice(row.automode.variant) && row.auto_trials < 1000) {
-    bench.run(Mode::Auto, row.automode.variant);
-    ++row.auto_trials;
-  }
-  row.automode.knob = std::string(to_string(bench.auto_choice(row.automode.variant).value()));
+  const AutoSettled settled = settle_auto(bench, row.automode.variant);
+  row.automode.knob = std::string(to_string(settled.mode));
+  row.auto_trials = settled.trials;
   std::vector<std::size_t> live;
   for (std::size_t i = 0; i < row.cols.size(); ++i)
     if (row.cols[i].available) live.push_back(i);
