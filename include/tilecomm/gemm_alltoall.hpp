@@ -51,10 +51,11 @@ struct GemmAllToAllImpl;
 ///  - Otherwise, sequential and shaped modes: their alltoallv does not check counts (a Timeout,
 ///    an MPI error or wrong rows).
 ///
-/// Fused mode keeps, per rank in the node's shared segment, two inbox halves of (ranks on the
-/// node - 1) x min(largest max_rows_in, largest max_rows_out) x N floats: an owner does not know
-/// where its rows go in a source's y without the call's counts of every rank, so each on-node owner
-/// has its own slot there, and the source copies the rows into place.
+/// Fused mode keeps, per rank in the node's shared segment, two inbox halves of max((ranks on the
+/// node - 1) x min(largest max_rows_in, largest max_rows_out), largest max_rows_out) x N floats:
+/// an owner does not know where its rows go in a source's caller-owned y without the call's counts
+/// of every rank, so each on-node owner has its own slot there, and the source copies the rows into
+/// place; a half is also the zero-copy output() of its calls, where owners store into place.
 /// All modes compute the same tiles with the same kernel (only the destination differs), and the
 /// kernel's result does not depend on the tiling or the ISA path (every element is one chain of
 /// fused multiply-adds in increasing k; docs/kernels.md, "GEMM kernel"), so they agree bitwise.
@@ -75,7 +76,8 @@ class GemmAllToAll {
 
   /// y = expert results, see the class comment. weights[e] is local expert e, read (packed) at the
   /// start of every call. x: [sum(recv_counts) x K]; y: [sum(send_counts) x N]. y must not overlap
-  /// x or the weights.
+  /// x or the weights. y is caller-owned memory (on-node owners' rows are copied into it from this
+  /// rank's inbox) or, in Mode::Fused only, output() (no copy; see there).
   void run(std::span<const float* const> weights, const float* x,
            std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
            float* y, Mode mode);
@@ -118,6 +120,21 @@ class GemmAllToAll {
            std::span<const std::size_t> send_counts, float* y, Mode mode);
   void run_layer(const float* tokens, std::span<const std::size_t> recv_counts,
                  std::span<const std::size_t> send_counts, float* y, Mode mode);
+
+  /// Zero-copy output: max_rows_out x N floats in this rank's part of the node's shared segment.
+  /// Passing output().data() as `y` to the next run() or run_layer() in Mode::Fused makes on-node
+  /// owners store their result tiles straight into place: this rank's per-call header to each
+  /// owner says that its call is zero-copy and where that owner's experts' rows start in y, and an
+  /// owner reads it before it stores a tile for this rank (a wait for this rank to have begun the
+  /// call, which it has normally: headers are a call's first tasks). Off-node results are received
+  /// into it by MPI and this rank's own computed into it, as into any `y`. Ranks choose per call
+  /// and independently. Lifetime and misuse as EmbeddingAllToAll::output(): the view alternates
+  /// between two buffers, so call output() before every run(); its contents are defined from the
+  /// return of the fused call that filled it until this rank's next call on this context begins
+  /// (any mode, run() or run_layer()); any other use of the views (another mode, an earlier
+  /// call's view, an overlapping `y`) raises Error(InvalidArgument) before any communication.
+  /// Valid until the context is destroyed.
+  std::span<float> output();
 
   std::size_t num_experts() const;   ///< experts in the job
   std::size_t first_expert() const;  ///< global id of this rank's first expert

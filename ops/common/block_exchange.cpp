@@ -14,10 +14,29 @@ void BlockExchange::reserve(SegmentLayout& layout, int ranks, std::size_t flags,
   ranks_ = static_cast<std::size_t>(ranks);
   flag_count_ = flags;
   inbox_floats_ = inbox_floats;
-  header_words_ = header_words;
+  header_words_ = header_words > 0 ? header_words + 1 : 0;  // + the zero-copy word
   flags_offset_ = layout.add(TileFlags::bytes_for(flags + ranks_ + 1));
   inbox_offset_ = layout.add(2 * inbox_floats * sizeof(float));
-  header_offset_ = layout.add(2 * ranks_ * header_words * sizeof(std::uint64_t));
+  header_offset_ = layout.add(2 * ranks_ * header_words_ * sizeof(std::uint64_t));
+}
+
+std::string BlockExchange::output_error(const float* out, std::size_t floats, Mode mode) const {
+  if (floats == 0 || inbox_floats_ == 0) return {};
+  const std::uint32_t next_epoch = ctx_->epoch() + 1;
+  const float* next = own_inbox(next_epoch);
+  if (out == next && mode == Mode::Fused) return {};  // zero-copy
+  for (std::uint32_t e : {next_epoch, next_epoch - 1}) {
+    const float* view = own_inbox(e);
+    if (out + floats <= view || out >= view + inbox_floats_) continue;
+    if (out != next)
+      return fmt::format(
+          "the output {} lies in the context's output views but is not output() of this call "
+          "({}; call output() before every run())",
+          static_cast<const void*>(out), static_cast<const void*>(next));
+    return fmt::format("the output is output(), which only Mode::Fused can fill; mode = {}",
+                       to_string(mode));
+  }
+  return {};
 }
 
 void BlockExchange::reserve_inputs(std::size_t input_floats, std::size_t input_flags) {
@@ -129,11 +148,11 @@ void BlockExchange::run(std::span<const BlockRoute> produced, std::span<const Bl
         if (headers != nullptr) check_header(wg, plan, r.peer, *headers);
         plan.await(wg, r.peer, input_flags_[my_local], r.input, input_what_.c_str());
       }
-      produce(wg, plan, task, r, staged_[task], out, compute);
+      produce(wg, plan, task, r, staged_[task], out, compute, headers);
     } else if (task < send_headers) {
       arrive(wg, plan, arrivals[task - np], out, headers, zero_copy);
     } else if (task < check_headers) {
-      send_header(wg, plan, static_cast<int>(task - send_headers), *headers);
+      send_header(wg, plan, static_cast<int>(task - send_headers), *headers, zero_copy);
     } else if (task < send_inputs) {
       check_header(wg, plan, static_cast<int>(task - check_headers), *headers);
     } else {
@@ -184,9 +203,18 @@ void BlockExchange::await_released(int local, int peer, std::uint32_t epoch) con
              });
 }
 
+std::size_t BlockExchange::place(const WorkgroupContext& wg, const FusedPlan& plan,
+                                 const BlockRoute& route, const PeerHeaders* headers) {
+  if (headers == nullptr) return route.inbox;
+  check_header(wg, plan, route.peer, *headers);  // the peer has begun the call and agrees
+  const std::uint64_t row =
+      header_slot(ctx_->topo.local_rank, plan.parity(), route.peer)[header_words_ - 1];
+  return row == 0 ? route.inbox : (row - 1) * ld_ + route.placed;
+}
+
 void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
                             const BlockRoute& route, std::size_t staged, float* out,
-                            const Compute& compute) {
+                            const Compute& compute, const PeerHeaders* headers) {
   const Block& b = route.block;
   const auto tile = static_cast<std::int64_t>(i);
   const auto bytes = static_cast<std::int64_t>(b.floats() * sizeof(float));
@@ -197,8 +225,9 @@ void BlockExchange::produce(const WorkgroupContext& wg, const FusedPlan& plan, s
       return;
     case FusedPlan::Dest::OnNode: {
       const int local = ctx_->topo.local_of[route.peer];
+      const std::size_t at = place(wg, plan, route, headers);
       await_released(local, route.peer, plan.epoch());
-      compute(i, inbox(local, plan.parity()) + route.inbox, ld_);
+      compute(i, inbox(local, plan.parity()) + at, ld_);
       plan.release(wg, flags_[local], route.flag, route.peer, tile, bytes);
       return;
     }
@@ -243,17 +272,21 @@ void BlockExchange::send_input(const WorkgroupContext& wg, const FusedPlan& plan
 }
 
 void BlockExchange::send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
-                                const PeerHeaders& headers) {
+                                const PeerHeaders& headers, bool zero_copy) {
+  auto fill = [&](std::uint64_t* words) {
+    headers.fill(peer, words);
+    words[header_words_ - 1] = zero_copy ? 1 + headers.output_row(peer) : 0;
+  };
   const int me = ctx_->topo.rank;
   const auto bytes = static_cast<std::int64_t>(header_words_ * sizeof(std::uint64_t));
   if (plan.dest(peer) == FusedPlan::Dest::OnNode) {
     const int local = ctx_->topo.local_of[peer];
     await_released(local, peer, plan.epoch());
-    headers.fill(peer, header_slot(local, plan.parity(), me));
+    fill(header_slot(local, plan.parity(), me));
     plan.release(wg, flags_[local], header_flag(me), peer, -1, bytes);
   } else {
     std::uint64_t* words = header_out_.data() + static_cast<std::size_t>(peer) * header_words_;
-    headers.fill(peer, words);
+    fill(words);
     plan.send(wg, words, static_cast<int>(header_words_), MPI_UINT64_T, peer,
               static_cast<int>(header_tag()), -1, bytes);
   }

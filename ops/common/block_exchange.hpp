@@ -6,10 +6,14 @@
 // rank's proxy receives straight into its output (a strided MPI datatype). An arriving block is
 // waited for by its flag and, from an on-node rank, copied from the inbox into the output.
 //
-// Zero-copy outputs (run(..., zero_copy = true)): an operator whose inbox is laid out like its
-// output (route.inbox == block.offset for every arrival) may hand the caller this rank's inbox half
-// of the next call as the output itself (own_inbox()). On-node producers then store straight into
-// the caller's output and the arrival has nothing to copy. The half must then stay untouched until
+// Zero-copy outputs (run(..., zero_copy = true)): the caller's output is this rank's inbox half of
+// the call (own_inbox()), and on-node producers store straight into place, so the arrival has
+// nothing to copy. Where a block goes in that output: route.inbox when the inbox is laid out like
+// the output (EmbeddingAllToAll: inbox offset == output offset for every block); with per-call
+// headers, the output row the destination's header names plus route.placed (GemmAllToAll, whose
+// owners cannot know a source's layout without that source's counts: each call a source says in
+// its headers whether it is zero-copy and where each owner's rows start, and an owner reads the
+// header before it stores a block for that source). The half must then stay untouched until
 // the caller is done with the results, which this rank only knows when its next call begins: the
 // done flag of a zero-copy call is raised by release_outputs() at the start of the next call
 // (whatever its mode) instead of at the end of the call, so a producer's call e + 2 (the next one
@@ -62,19 +66,24 @@ struct InputRoute {
   std::size_t flag;
 };
 
-/// Per-call headers between every pair of ranks, both functions called in WGs: `fill` writes the
+/// Per-call headers between every pair of ranks, the functions called in WGs: `fill` writes the
 /// header_words words this rank sends `peer`; `check` reads the words `peer` sent and throws
-/// (Error(Mismatch)) when they disagree with this rank's own view of the call.
+/// (Error(Mismatch)) when they disagree with this rank's own view of the call. The exchange
+/// appends a word of its own to every header: in a zero-copy call, 1 + `output_row(peer)`, the row
+/// of this rank's output where the blocks `peer` produces for it begin (BlockRoute::placed counts
+/// from there); otherwise 0. An on-node producer reads it before it stores a block for this rank.
 struct PeerHeaders {
   std::function<void(int peer, std::uint64_t* words)> fill;
   std::function<void(int peer, const std::uint64_t* words)> check;
+  std::function<std::size_t(int peer)> output_row;
 };
 
 class BlockExchange {
  public:
   /// Adds the exchange's regions to the operator's segment layout: `flags` block flags (plus one
   /// header flag per rank and the done flag), two inbox halves of `inbox_floats` each, and two
-  /// halves of `header_words` words per rank (0: the operator passes no PeerHeaders).
+  /// halves of `header_words` (+ 1: the zero-copy word) words per rank (0: the operator passes no
+  /// PeerHeaders).
   void reserve(SegmentLayout& layout, int ranks, std::size_t flags, std::size_t inbox_floats,
                std::size_t header_words = 0);
   /// For calls with inputs (run()'s `input_sends`): two input halves of `input_floats` each and
@@ -121,6 +130,11 @@ class BlockExchange {
   }
   /// Floats in each inbox half.
   std::size_t inbox_floats() const { return inbox_floats_; }
+  /// Why `out` (`floats` floats) cannot be the output of this rank's next call in `mode`: it
+  /// overlaps an output view (an inbox half) without being the next call's own_inbox(), or it is
+  /// that view and `mode` is not Mode::Fused (no other mode keeps the next fused call's producers
+  /// out of it). Empty when it can.
+  std::string output_error(const float* out, std::size_t floats, Mode mode) const;
 
   /// MPI tag of the headers: one past the last block flag (the operator checks it fits MPI_TAG_UB).
   std::size_t header_tag() const { return flag_count_; }
@@ -134,11 +148,16 @@ class BlockExchange {
 
  private:
   void produce(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
-               const BlockRoute& route, std::size_t staged, float* out, const Compute& compute);
+               const BlockRoute& route, std::size_t staged, float* out, const Compute& compute,
+               const PeerHeaders* headers);
   void arrive(const WorkgroupContext& wg, const FusedPlan& plan, const BlockRoute& route,
               float* out, const PeerHeaders* headers, bool zero_copy);
   void send_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,
-                   const PeerHeaders& headers);
+                   const PeerHeaders& headers, bool zero_copy);
+  // Where a block for on-node rank `peer` goes in its inbox half: route.inbox, or, when the peer's
+  // header of this call says it is zero-copy, its output row plus route.placed.
+  std::size_t place(const WorkgroupContext& wg, const FusedPlan& plan, const BlockRoute& route,
+                    const PeerHeaders* headers);
   void send_input(const WorkgroupContext& wg, const FusedPlan& plan, std::size_t i,
                   const InputRoute& route);
   void check_header(const WorkgroupContext& wg, const FusedPlan& plan, int peer,

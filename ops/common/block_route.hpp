@@ -22,6 +22,11 @@ struct BlockRoute {
   Block block;
   std::size_t flag;
   std::size_t inbox = 0;
+  /// Produced blocks for an on-node rank, in an exchange with per-call headers: where the block
+  /// lands in the destination's output counted from the output row that destination's header
+  /// names, used instead of `inbox` when that header says its call is zero-copy (the destination
+  /// passed its inbox half as the output, so the producer stores straight into place).
+  std::size_t placed = 0;
   /// Produced blocks only: the input flag (InputRoute::flag) whose rows, from `peer`, this block's
   /// compute reads; kNoInput when it reads nothing moved by the call.
   std::size_t input = kNoInput;

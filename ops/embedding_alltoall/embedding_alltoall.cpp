@@ -124,22 +124,7 @@ std::string table_error(std::size_t t, bool null, std::size_t rows, const Embedd
 }  // namespace
 
 std::string EmbeddingAllToAllImpl::output_error(const float* out, Mode mode) const {
-  const std::size_t n = out_floats();
-  if (n == 0) return {};
-  const float* next = next_output();
-  if (out == next && mode == Mode::Fused) return {};  // zero-copy
-  for (std::uint32_t e : {ctx.epoch() + 1, ctx.epoch()}) {
-    const float* view = fused_exchange.own_inbox(e);
-    if (out + n <= view || out >= view + fused_exchange.inbox_floats()) continue;
-    if (out != next)
-      return fmt::format(
-          "out = {} lies in the context's output views but is not output() of this call ({}; "
-          "call output() before every run())",
-          static_cast<const void*>(out), static_cast<const void*>(next));
-    return fmt::format("out is output(), which only Mode::Fused can fill; mode = {}",
-                       to_string(mode));
-  }
-  return {};
+  return fused_exchange.output_error(out, out_floats(), mode);
 }
 
 void EmbeddingAllToAllImpl::validate(const TableSet& tables, std::span<const EmbeddingBags> bags,

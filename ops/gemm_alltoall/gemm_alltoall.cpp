@@ -104,12 +104,15 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   std::size_t input_floats = 0;
   for (int o = 0; o < p; ++o)
     input_floats = std::max(input_floats, input_slot(o, p));
-  fused_exchange.reserve(layout, p, block_flags, other_local * slot_rows * n, 2 * most_experts);
+  // An inbox half is also the zero-copy output of its calls (output()): at least max_rows_out rows.
+  fused_exchange.reserve(layout, p, block_flags, std::max(other_local * slot_rows, max_out_all) * n,
+                         2 * most_experts);
   fused_exchange.reserve_inputs(input_floats, input_flags);
   ctx.map_segment(layout);
   fused_exchange.bind(ctx, n, "GemmAllToAll: result tile");
   headers.fill = [this](int peer, std::uint64_t* words) { fill_header(peer, words); };
   headers.check = [this](int peer, const std::uint64_t* words) { check_header(peer, words); };
+  headers.output_row = [this](int peer) { return y_row(first_expert[peer]); };
 }
 
 std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
@@ -215,9 +218,11 @@ void GemmAllToAll::run(std::span<const float* const> weights, const float* x,
                        std::span<const std::size_t> recv_counts,
                        std::span<const std::size_t> send_counts, float* y, Mode mode) {
   detail::GemmAllToAllImpl& op = *impl_;
+  // The previous call's zero-copy output is the caller's until now (GemmAllToAll::output()).
+  op.fused_exchange.release_outputs();
   op.ctx.dispatch(
       mode, {op.k, op.n, op.experts()},
-      [&] { op.prepare_call(weights, x, recv_counts, send_counts, y, false); },
+      [&] { op.prepare_call(weights, x, recv_counts, send_counts, y, mode, false); },
       [&] { op.run_sequential(x, y); }, [&] { op.run_shaped(x, y); }, [&] { op.run_fused(x, y); });
 }
 
@@ -240,7 +245,7 @@ void bench::compute_only(GemmAllToAll& op, std::span<const float* const> weights
                          std::span<const std::size_t> recv_counts,
                          std::span<const std::size_t> send_counts) {
   detail::GemmAllToAllImpl& impl = detail::BenchAccess::impl(op);
-  impl.prepare(weights, x, recv_counts, send_counts, nullptr, false);
+  impl.prepare(weights, x, recv_counts, send_counts, nullptr, Mode::Sequential, false);
   if (!weights.empty() || impl.local_experts == 0) impl.pack_weights(weights);  // else set_weights
   const auto tiles = impl.make_tiles(0, impl.local_experts, false);
   impl.ctx.run_compute(tiles.size(), [&](std::size_t i) { impl.gemm_to_send(x, tiles[i]); });
@@ -255,6 +260,10 @@ void bench::collective_only(GemmAllToAll& op, float* y) {
   if (y == nullptr && impl.route.rows_out > 0)
     throw Error(ErrorCode::InvalidArgument, "GemmAllToAll: collective_only: y is null");
   impl.exchange(y, 0, 1);
+}
+
+std::span<float> GemmAllToAll::output() {
+  return {impl_->next_output(), impl_->output_floats()};
 }
 
 std::size_t GemmAllToAll::num_experts() const {

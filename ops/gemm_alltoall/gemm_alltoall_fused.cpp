@@ -7,8 +7,11 @@
 // source's y (that depends on what the source routed to every other owner): it stores them into
 // its slot of the source's inbox half in its own order (Routing::pair_row), and the source, which
 // knows its y, copies them into place. Off-node blocks go straight into y (the receiving proxy
-// knows where). Per call every pair exchanges a header with the counts it shares
-// (fill_header/check_header), checked before any block of that peer is trusted.
+// knows where). Zero-copy (y = output(), the source's inbox half): the source's header tells each
+// owner where the owner's rows start in its y, and the owner, which reads it before storing,
+// stores straight into place (BlockRoute::placed); nothing is copied. Per call every pair exchanges
+// a header with the counts it shares (fill_header/check_header), checked before any block of that
+// peer is trusted.
 #include "ops/gemm_alltoall/gemm_alltoall_impl.hpp"
 
 namespace tilecomm::detail {
@@ -19,9 +22,12 @@ BlockRoute GemmAllToAllImpl::result_route(const GemmTile& t) const {
   BlockRoute r{t.src, {0, t.row1 - t.row0, t.col1 - t.col0}, flag_of(g, t.row0, t.col0)};
   if (t.src == me)
     r.block.offset = (y_row(g) + t.row0) * n + t.col0;
-  else if (topo.on_node(t.src))
-    r.inbox = slot_offset(topo.local_rank, topo.local_of[t.src]) +
-              (route.pair_row[t.expert * topo.size + t.src] + t.row0) * n + t.col0;
+  else if (topo.on_node(t.src)) {
+    const std::size_t in_pair =
+        (route.pair_row[t.expert * topo.size + t.src] + t.row0) * n + t.col0;
+    r.inbox = slot_offset(topo.local_rank, topo.local_of[t.src]) + in_pair;
+    r.placed = in_pair;  // from the source's output row of this rank's first expert (zero-copy)
+  }
   return r;
 }
 
@@ -44,6 +50,7 @@ std::vector<BlockRoute> GemmAllToAllImpl::result_arrivals() const {
 }
 
 void GemmAllToAllImpl::run_fused(const float* x, float* y) {
+  const bool into_view = zero_copy(y);  // before the call's epoch begins (FusedPlan)
   const std::vector<GemmTile> tiles = make_tiles(0, local_experts, ctx.options.remote_first);
   std::vector<BlockRoute> produced;
   produced.reserve(tiles.size());
@@ -52,8 +59,8 @@ void GemmAllToAllImpl::run_fused(const float* x, float* y) {
   const std::vector<BlockRoute> arrivals = result_arrivals();
   fused_exchange.run(
       produced, arrivals, y,
-      [&](std::size_t i, float* dst, std::size_t ld) { gemm_tile(x, tiles[i], dst, ld); },
-      &headers);
+      [&](std::size_t i, float* dst, std::size_t ld) { gemm_tile(x, tiles[i], dst, ld); }, &headers,
+      into_view);
 }
 
 }  // namespace tilecomm::detail

@@ -52,9 +52,10 @@ struct GemmAllToAllImpl {
   /// `route`.
   /// `layer`: a run_layer call (x is the caller's tokens; also checks the rows routed to every
   /// owner against its max_rows_in; x_row is source-major, for x_in).
+  /// `mode`: the call's (y may be output() only in Mode::Fused).
   void prepare(std::span<const float* const> weights, const float* x,
                std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
-               const float* y, bool check_y = true, bool layer = false);
+               const float* y, Mode mode, bool check_y = true, bool layer = false);
   /// First row of global expert g's results in this rank's y.
   std::size_t y_row(std::size_t g) const { return route.y_row[g]; }
   /// Fused: the slot of owner `owner_local`'s blocks in on-node rank `local`'s inbox half (floats).
@@ -83,7 +84,15 @@ struct GemmAllToAllImpl {
   /// local_error when there is none).
   void prepare_call(std::span<const float* const> weights, const float* x,
                     std::span<const std::size_t> recv_counts,
-                    std::span<const std::size_t> send_counts, const float* y, bool layer);
+                    std::span<const std::size_t> send_counts, const float* y, Mode mode,
+                    bool layer);
+  /// The zero-copy output view of the next fused call (GemmAllToAll::output()): this rank's inbox
+  /// half of that call, max_rows_out x N floats of it.
+  float* next_output() const { return fused_exchange.own_inbox(ctx.epoch() + 1); }
+  std::size_t output_floats() const { return max_out * n; }
+  /// Whether a fused call into `y` is zero-copy (y is next_output(); prepare() allowed no other
+  /// overlap with the views).
+  bool zero_copy(const float* y) const { return output_floats() > 0 && y == next_output(); }
   /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc), from `packed`.
   void gemm_tile(const float* x, const GemmTile& t, float* dst, std::size_t ldc) const;
   /// gemm_tile into the send buffer of the unfused modes (grouped by source rank, then expert).
@@ -142,8 +151,9 @@ struct GemmAllToAllImpl {
   bool weights_set = false;       // `packed` holds every local expert, from set_weights()
   // Fused: flags [experts x max_row_blocks x col_blocks]; per inbox half one slot of slot_rows x N
   // per other on-node rank, holding the blocks that owner returns here in the owner's order
-  // (pair_row), since an owner does not know where they go in this rank's y; headers of 2 x the
-  // most experts of a rank words.
+  // (pair_row), since an owner does not know where they go in this rank's y, and at least the
+  // largest max_rows_out x N floats (a half is the zero-copy output of its calls, output());
+  // headers of 2 x the most experts of a rank words (+ the exchange's zero-copy word).
   std::size_t slot_rows = 0;
   BlockExchange fused_exchange;
   PeerHeaders headers;
@@ -151,8 +161,8 @@ struct GemmAllToAllImpl {
  private:
   std::string local_error(std::span<const float* const> weights, const float* x,
                           std::span<const std::size_t> recv_counts,
-                          std::span<const std::size_t> send_counts, const float* y, bool check_y,
-                          bool layer) const;
+                          std::span<const std::size_t> send_counts, const float* y, Mode mode,
+                          bool check_y, bool layer) const;
   // Verify mode: the routing allgather; every rank raises the same error.
   void agree_routing(const std::string& error, std::span<const std::size_t> recv_counts,
                      std::span<const std::size_t> send_counts) const;

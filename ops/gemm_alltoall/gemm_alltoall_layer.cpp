@@ -50,6 +50,7 @@ void GemmAllToAllImpl::dispatch_tokens(const float* tokens) {
 }
 
 void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
+  const bool into_view = zero_copy(y);
   fused_exchange.map_inputs();  // the first fused run_layer call: collective over the node, once
   const int me = topo.rank, p = topo.size, my_local = topo.local_rank;
   const std::size_t ne = local_experts;
@@ -111,7 +112,7 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
         kernels::gemm_tile(rows + t.row0 * k, k, t.row1 - t.row0, packed, t.expert, t.col0,
                            t.col1 - t.col0, dst, ld);
       },
-      &headers, false, sends, expected);
+      &headers, into_view, sends, expected);
 }
 
 }  // namespace detail
@@ -120,9 +121,10 @@ void GemmAllToAll::run_layer(std::span<const float* const> weights, const float*
                              std::span<const std::size_t> recv_counts,
                              std::span<const std::size_t> send_counts, float* y, Mode mode) {
   detail::GemmAllToAllImpl& op = *impl_;
+  op.fused_exchange.release_outputs();  // the previous call's output() view (if any) is released
   op.ctx.dispatch(
       mode, {op.k, op.n, op.experts()},
-      [&] { op.prepare_call(weights, tokens, recv_counts, send_counts, y, true); },
+      [&] { op.prepare_call(weights, tokens, recv_counts, send_counts, y, mode, true); },
       [&] {
         op.dispatch_tokens(tokens);
         op.run_sequential(op.x_in.data(), y);

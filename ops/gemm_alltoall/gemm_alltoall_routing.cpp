@@ -23,7 +23,7 @@ Error routing_mismatch(int source, std::size_t sent, std::size_t g, int owner,
 std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights, const float* x,
                                           std::span<const std::size_t> recv_counts,
                                           std::span<const std::size_t> send_counts, const float* y,
-                                          bool check_y, bool layer) const {
+                                          Mode mode, bool check_y, bool layer) const {
   const int p = topo.size;
   const bool packed_already = weights.empty() && local_experts > 0;  // a call without weights
   if (packed_already && !weights_set)
@@ -57,14 +57,16 @@ std::string GemmAllToAllImpl::local_error(std::span<const float* const> weights,
   if (x != nullptr && y != nullptr && x_rows > 0 && out > 0 && x < y + out * n &&
       y < x + x_rows * k)
     return fmt::format("y overlaps {}", x_name);
+  if (check_y) return fused_exchange.output_error(y, out * n, mode);
   return {};
 }
 
 void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const float* x,
                                std::span<const std::size_t> recv_counts,
-                               std::span<const std::size_t> send_counts, const float* y,
+                               std::span<const std::size_t> send_counts, const float* y, Mode mode,
                                bool check_y, bool layer) {
-  const std::string error = local_error(weights, x, recv_counts, send_counts, y, check_y, layer);
+  const std::string error =
+      local_error(weights, x, recv_counts, send_counts, y, mode, check_y, layer);
   if (ctx.comm.verifier.enabled()) agree_routing(error, recv_counts, send_counts);
   if (!error.empty()) ctx.invalid(error);
   check_local_routing(recv_counts, send_counts, layer);
@@ -74,8 +76,8 @@ void GemmAllToAllImpl::prepare(std::span<const float* const> weights, const floa
 void GemmAllToAllImpl::prepare_call(std::span<const float* const> weights, const float* x,
                                     std::span<const std::size_t> recv_counts,
                                     std::span<const std::size_t> send_counts, const float* y,
-                                    bool layer) {
-  prepare(weights, x, recv_counts, send_counts, y, true, layer);
+                                    Mode mode, bool layer) {
+  prepare(weights, x, recv_counts, send_counts, y, mode, true, layer);
   if (!weights.empty() || local_experts == 0) pack_weights(weights);
 }
 

@@ -54,7 +54,10 @@ std::size_t gemm_experts_of(int r) {
 // Back-to-back fused GemmAllToAll calls; the counts change every call and are 0 for whole pairs
 // (source, owner) in some calls. Every output must equal the reference exactly. `layer`: every
 // other call is a run_layer call (dispatch too: its input halves are reused under the same skew).
-void gemm_skewed_calls(Communicator& comm, Device& dev, int calls, bool layer = false) {
+// `zero_copy`: about two calls in three run into output() (each rank chooses on its own, so owners
+// see zero-copy and copying sources in one call), read 0-3 ms late.
+void gemm_skewed_calls(Communicator& comm, Device& dev, int calls, bool layer = false,
+                       bool zero_copy = false) {
   const int p = comm.size(), me = comm.rank();
   const MoeExperts ex(p, gemm_experts_of);
   std::vector<int> owner;
@@ -70,6 +73,8 @@ void gemm_skewed_calls(Communicator& comm, Device& dev, int calls, bool layer = 
   const auto w = ex.weights(me, k, n, W);
   const auto wp = pointers(w);
   Straggler straggler(dev, 1234u + 17u * me);
+  std::mt19937 rng(99u + 7u * me);
+  std::uniform_int_distribution<int> late(0, 3000);  // microseconds before reading output()
   for (int call = 0; call < calls; ++call) {
     auto cnt = [&](int s, std::size_t g) -> std::size_t {
       if (mix(s, owner[g], call) % 3 == 0) return 0;  // the pair exchanges nothing this call
@@ -81,17 +86,21 @@ void gemm_skewed_calls(Communicator& comm, Device& dev, int calls, bool layer = 
     };
     const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
     const auto& [recv, send, x, ref, tokens] = c;
-    std::vector<float> y(ref.size(), -555.0f);
+    std::vector<float> own(ref.size(), -555.0f);
+    const bool view = zero_copy && mix(me, call, 7) % 3 != 0;
+    float* y = view ? op.output().data() : own.data();
     straggler.before_call(call % 4 == 0 ? 4000 : 1500);
     if (layer && call % 2 == 0)
-      op.run_layer(wp, tokens.data(), recv, send, y.data(), Mode::Fused);
+      op.run_layer(wp, tokens.data(), recv, send, y, Mode::Fused);
     else
-      op.run(wp, x.data(), recv, send, y.data(), Mode::Fused);
+      op.run(wp, x.data(), recv, send, y, Mode::Fused);
     straggler.after_call();
+    if (view) std::this_thread::sleep_for(std::chrono::microseconds(late(rng)));
     int wrong = 0;
-    for (std::size_t i = 0; i < y.size(); ++i)
+    for (std::size_t i = 0; i < ref.size(); ++i)
       wrong += y[i] != ref[i];
-    EXPECT_EQ(wrong, 0) << "call " << call << " of " << calls << ", " << y.size() << " values";
+    EXPECT_EQ(wrong, 0) << "call " << call << " of " << calls << ", " << ref.size() << " values"
+                        << (view ? " into output()" : "");
   }
 }
 
@@ -101,6 +110,16 @@ TEST(AllToAllSkew, GemmBackToBackWithChangingRouting) {
     Communicator comm(MPI_COMM_WORLD, unverified(ns));
     Device dev(test_device_config());
     gemm_skewed_calls(comm, dev, 40);
+  }
+}
+
+// The same into output() (zero-copy, chosen per rank and call), run() and run_layer alternating.
+TEST(AllToAllSkew, GemmBackToBackZeroCopy) {
+  for (int ns : node_sizes(test::world_size())) {
+    SCOPED_TRACE("node_size " + std::to_string(ns));
+    Communicator comm(MPI_COMM_WORLD, unverified(ns));
+    Device dev(test_device_config());
+    gemm_skewed_calls(comm, dev, 40, true, true);
   }
 }
 

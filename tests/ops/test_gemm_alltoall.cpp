@@ -1,5 +1,6 @@
 // GemmAllToAll: every mode equals a reference each rank computes for the rows it routed out,
-// bitwise; uneven and zero counts, several calls with changing routing and with the weights
+// bitwise, into caller memory and (fused) into output(), chosen per rank and call; uneven and zero
+// counts, several calls with changing routing and with the weights
 // rewritten in place (same pointers) between calls, stragglers; in verify mode routing mismatches
 // raise the same error on every rank.
 #include <algorithm>
@@ -12,6 +13,20 @@ namespace {
 
 std::size_t experts_of(int r) {
   return static_cast<std::size_t>(r % 2) + 1;
+}
+
+// The fused calls into output() of check() and check_layer(): first every rank zero-copy, then
+// only the ranks of one parity (which alternates by call), the others into their own memory.
+bool into_view(int variant, int me, int call) {
+  return variant == 0 || (me + call) % 2 == 0;
+}
+
+// Compares y[0, ref.size()) with ref; the number of differing floats.
+int count_wrong(const float* y, const std::vector<float>& ref) {
+  int wrong = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    wrong += y[i] != ref[i];
+  return wrong;
 }
 
 void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int calls,
@@ -46,10 +61,19 @@ void check(Communicator& comm, Device& dev, std::size_t k, std::size_t n, int ca
       straggler.before_call();
       op.run(wp, x.data(), recv, send, y.data(), mode);
       straggler.after_call();
-      int wrong = 0;
-      for (std::size_t i = 0; i < y.size(); ++i)
-        wrong += y[i] != ref[i];
-      EXPECT_EQ(wrong, 0) << "mode " << to_string(mode) << " call " << call << " n " << n;
+      EXPECT_EQ(count_wrong(y.data(), ref), 0)
+          << "mode " << to_string(mode) << " call " << call << " n " << n;
+    }
+    for (int variant = 0; variant < 2; ++variant) {
+      std::vector<float> own(ref.size(), -555.0f);
+      const bool view = into_view(variant, me, call);
+      float* y = view ? op.output().data() : own.data();
+      if (view) std::fill(y, y + ref.size(), -555.0f);
+      straggler.before_call();
+      op.run(wp, x.data(), recv, send, y, Mode::Fused);
+      straggler.after_call();
+      EXPECT_EQ(count_wrong(y, ref), 0) << "fused into " << (view ? "output()" : "own memory")
+                                        << " variant " << variant << " call " << call;
     }
   }
 }
@@ -100,6 +124,18 @@ void check_layer(Communicator& comm, Device& dev, std::size_t k, std::size_t n, 
         EXPECT_EQ(wrong, 0) << (which == 0 ? "run_layer" : "run") << " mode " << to_string(mode)
                             << " call " << call << " k " << k << " n " << n;
       }
+    }
+    for (int variant = 0; variant < 2; ++variant) {  // fused run_layer into output()
+      std::vector<float> own(c.ref.size(), -555.0f);
+      const bool view = into_view(variant, me, call);
+      float* y = view ? op.output().data() : own.data();
+      if (view) std::fill(y, y + c.ref.size(), -555.0f);
+      straggler.before_call();
+      op.run_layer(wp, c.tokens.data(), c.recv, c.send, y, Mode::Fused);
+      straggler.after_call();
+      EXPECT_EQ(count_wrong(y, c.ref), 0)
+          << "fused run_layer into " << (view ? "output()" : "own memory") << " variant " << variant
+          << " call " << call;
     }
   }
   // One Auto call of each kind per call: settled after a warm-up round and auto_rounds rounds of
@@ -179,6 +215,61 @@ TEST(GemmAllToAll, LayerRejectsRowsAboveAnOwnersCapacity) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tokens is null"), std::string::npos) << e.what();
   }
+}
+
+// output() is only for Mode::Fused (run and run_layer), and only the current call's view: every
+// other use is an InvalidArgument before any communication (every rank passes the same kind of bad
+// y, so no rank waits for another), and the context still works afterwards.
+TEST(GemmAllToAll, OutputViewMisuseIsRejected) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  const MoeExperts ex(p, experts_of);
+  const std::size_t k = 6, n = 10;
+  auto W = [](std::size_t g, std::size_t i, std::size_t j) { return small_int(g + i * 3 + j); };
+  GemmAllToAll op(comm, dev, experts_of(me), k, n, 8 * p, 8 * ex.total());
+  const auto w = ex.weights(me, k, n, W);
+  const auto wp = pointers(w);
+  const MoeCall c = make_moe_call(
+      ex, p, me, k, n,
+      [](int s, std::size_t g) { return static_cast<std::size_t>(1 + (s + g) % 3); },
+      [](int s, std::size_t g, std::size_t i, std::size_t kk) {
+        return small_int(s + g * 5 + i + kk * 3);
+      },
+      W);
+  EXPECT_EQ(op.output().size(), 8 * ex.total() * n);
+  auto expect_invalid = [&](float* y, Mode mode, bool layer, const char* text) {
+    try {
+      if (layer)
+        op.run_layer(wp, c.tokens.data(), c.recv, c.send, y, mode);
+      else
+        op.run(wp, c.x.data(), c.recv, c.send, y, mode);
+      FAIL() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  for (bool layer : {false, true}) {
+    expect_invalid(op.output().data(), Mode::Sequential, layer, "only Mode::Fused");
+    expect_invalid(op.output().data(), Mode::Shaped, layer, "only Mode::Fused");
+    expect_invalid(op.output().data(), Mode::Auto, layer, "only Mode::Fused");
+    expect_invalid(op.output().data() + 1, Mode::Fused, layer, "not output() of this call");
+  }
+  std::span<float> first = op.output();
+  op.run(wp, c.x.data(), c.recv, c.send, first.data(), Mode::Fused);
+  EXPECT_EQ(count_wrong(first.data(), c.ref), 0);
+  EXPECT_NE(op.output().data(), first.data());  // the views alternate
+  expect_invalid(first.data(), Mode::Fused, false, "not output() of this call");
+  for (Mode mode : {Mode::Sequential, Mode::Fused}) {  // into the caller's memory
+    std::vector<float> own(c.ref.size());
+    op.run_layer(wp, c.tokens.data(), c.recv, c.send, own.data(), mode);
+    EXPECT_EQ(count_wrong(own.data(), c.ref), 0) << to_string(mode);
+  }
+  std::span<float> next = op.output();
+  EXPECT_EQ(next.data(), first.data());  // two fused calls later: the same half again
+  op.run_layer(wp, c.tokens.data(), c.recv, c.send, next.data(), Mode::Fused);
+  EXPECT_EQ(count_wrong(next.data(), c.ref), 0);
 }
 
 // set_weights(): the weights packed once; calls without weights (run and run_layer, every mode)
