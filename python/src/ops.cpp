@@ -523,6 +523,33 @@ Packs the local experts' weights (float32 [k, n] each) once: run() and run_layer
 weights=None then use them instead of packing per call. For weights that do not change; call again
 after changing them. A call that passes weights ends this packing.
 )doc")
+      .def(
+          "output",
+          [](std::shared_ptr<PyGemm> self, bool as_tensor) -> py::object {
+            GemmAllToAll& op = self->get();
+            std::span<float> view;
+            {  // the epoch it depends on moves in run(): one call at a time on the communicator
+              py::gil_scoped_release nogil;
+              std::lock_guard lock(self->comm->mu);
+              view = op.output();
+            }
+            const std::size_t n = self->dims[1];
+            const std::vector<std::size_t> shape = {view.size() / n, n};
+            // The array keeps the Python context object alive (not a closed one's memory).
+            py::array_t<float, py::array::c_style> a(shape, view.data(), py::cast(self));
+            if (as_tensor) return torch_from_numpy(a);
+            return a;
+          },
+          py::kw_only(), py::arg("as_tensor") = false, R"doc(
+Zero-copy output of the next fused run() or run_layer(): a float32 [max_rows_out, n] array (or,
+with as_tensor=True, a torch tensor) sharing memory with this rank's part of the context's shared
+segment. Pass its first sum(send_counts) rows as y= to the next call with mode="fused"
+(y=op.output()[:rows]): on-node experts' ranks store their result tiles straight into it. It
+alternates between two buffers, so call output() before every call. Its contents are valid from
+the return of that call until this rank's next call on the context begins (any mode); copy what you
+need to keep. Passing it in another mode, or an earlier call's view, raises
+tilecomm.Error(InvalidArgument). Never use it after close().
+)doc")
       .def_property_readonly("num_experts", [](const PyGemm& p) { return p.get().num_experts(); })
       .def_property_readonly("first_expert", [](const PyGemm& p) { return p.get().first_expert(); })
       .def_property_readonly("local_experts",

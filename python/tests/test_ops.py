@@ -387,6 +387,20 @@ def test_gemm_alltoall(comm, device, mode, k, n, tile):
             with pytest.raises(ValueError, match="run_layer: tokens"):
                 op.run_layer(weights, x[:0] if len(tokens) else np.zeros((1, k), np.float32),
                              recv_counts, send_counts, mode=mode)
+            if mode == "fused":  # zero-copy: into output(), run() and run_layer()
+                rows = sum(send_counts)
+                for layer in (False, True):
+                    view = op.output()
+                    assert view.shape == (2000, n) and view.dtype == np.float32
+                    args = (tokens if layer else x, recv_counts, send_counts)
+                    fn = op.run_layer if layer else op.run
+                    out = fn(weights, *args, y=view[:rows], mode="fused")
+                    np.testing.assert_array_equal(out, ref, err_msg=f"output() layer={layer}")
+                    np.testing.assert_array_equal(view[:rows], ref)
+                if rows > 0:  # (an empty y overlaps nothing)
+                    with pytest.raises(tilecomm.Error, match="only Mode::Fused"):
+                        op.run(weights, x, recv_counts, send_counts, y=op.output()[:rows],
+                               mode="sequential")
 
 
 def test_gemm_errors(comm, device):
