@@ -115,6 +115,11 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
   }
 }
 
+WorkgroupContext FusedPlan::host_context() const {
+  Device& d = ctx_.device;
+  return {0, 0, 0, {1, 1}, static_cast<int>(d.num_cus()), 0, {}, &d};
+}
+
 void FusedPlan::run(const TaskFn& body) {
   if (staging_->size() < staged_floats_) staging_->resize(staged_floats_);
   Proxy* proxy = ctx_.proxy();
@@ -130,7 +135,9 @@ void FusedPlan::run(const TaskFn& body) {
     else
       proxy->start_on_host();
   }
-  const std::size_t wgs = std::max<std::size_t>(1, ctx_.wg_slots() - (proxy_wg ? 1 : 0));
+  const std::size_t wgs = proxy != nullptr && proxy_on_host_
+                              ? ctx_.device.num_cus()
+                              : std::max<std::size_t>(1, ctx_.wg_slots() - (proxy_wg ? 1 : 0));
   // The last task to end tells the proxy that the call now waits for it alone (Proxy::hurry).
   std::atomic<std::size_t> tasks_left{order_.size()};
   if (!order_.empty())

@@ -57,9 +57,21 @@ class FusedPlan {
   /// call sets WaitPolicy::latency() instead.
   void set_wait(const WaitPolicy& policy) { wait_ = policy; }
   /// The host thread, idle until the kernel ends anyway, drives the proxy instead of a proxy WG on
-  /// the high-priority stream: every WG slot computes. For latency-bound calls, where a slot's
-  /// worth of compute is worth more than the proxy's trace lane. (Always so on a one-slot device.)
+  /// the high-priority stream. For latency-bound calls (the one-shot GEMV), which then also run
+  /// one WG per CU, not one per slot: their tasks stream memory, so a second WG on a CU computes
+  /// nothing faster, and waking its thread cost a few us per call on a one-core rank. (The proxy
+  /// is on the host on a one-slot device anyway.)
   void proxy_on_host() { proxy_on_host_ = true; }
+  /// Whether run()'s host thread drives the proxy (off-node peers, and proxy_on_host() or a
+  /// one-slot device). Then work the host does after run() returns — every receive and send of
+  /// the call completed, the kernel ended — needs no other thread: a latency-bound call's last
+  /// step can run there, so that one thread polls MPI at the call's end, not a waiting WG and the
+  /// proxy taking turns on a one-core rank.
+  bool host_drives_proxy() const {
+    return ctx_.proxy() != nullptr && (proxy_on_host_ || ctx_.wg_slots() <= 1);
+  }
+  /// The host's trace lane (one past the device's WG lanes), for work the host does itself.
+  WorkgroupContext host_context() const;
 
   // ---- in a task ----
   /// Staging reserved by stage(): untouched by anything else until the call ends.

@@ -23,7 +23,15 @@
 // waits only for tasks listed before it on every rank (computes never wait; node reduces wait for
 // computes; final reduces for node reduces), and tasks start in list order: no deadlock, even with
 // one WG. The waits sleep at most 16 us at a time (WaitPolicy::latency), and the host thread drives
-// the MPI proxy, so every WG slot computes.
+// the MPI proxy, so every WG computes (one WG per CU: FusedPlan::proxy_on_host).
+//
+// Across nodes the final reduces run on the host thread once the proxy has completed every
+// receive and send and the kernel has ended (FusedPlan::host_drives_proxy): otherwise the final
+// task's WG and the host's proxy both poll MPI while the call waits for its last blocks, and on a
+// one-core rank they took turns on the core (~10 us per hand-over in traces). Measured at
+// decode's shape across 2 emulated nodes x 1 rank: fused / sequential 1.05-1.09 -> 1.01-1.03
+// (docs/ops.md, "The latency path"). The simulator still replays the final as the kernel's last
+// task: the same work, after the same waits.
 //
 // Calls alternate buffer halves (epoch parity). A rank starts call e + 2, and so rewrites the half
 // of call e, only after its final reduces of call e + 1, which needed every rank's call e + 1
@@ -135,8 +143,10 @@ void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
   // Blocks this rank sends off-node: all of them when alone on its node, else those it leads.
   const int me = topo.rank, my_local = topo.local_rank;
   auto leads = [&](std::size_t b) { return leader(topo.node, b) == me; };
+  const bool host_final = plan.host_drives_proxy();
   for (std::size_t t : gemv_one_shot_order(topo, grid(), ctx.wg_slots()))
-    plan.add(t);  // Kind and GemvOneShotTask number the kinds alike
+    if (!host_final || static_cast<Kind>(t / blocks) != Kind::Final)
+      plan.add(t);  // Kind and GemvOneShotTask number the kinds alike
 
   for (std::size_t b = 0; b < blocks && ctx.spans_nodes(); ++b) {
     if (!leads(b)) continue;
@@ -161,6 +171,10 @@ void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
         return;
     }
   });
+  if (!host_final) return;
+  const WorkgroupContext host = plan.host_context();
+  for (std::size_t f = 0; f < blocks; ++f)
+    one_shot_final(host, call, f);
 }
 
 }  // namespace tilecomm::detail

@@ -105,7 +105,9 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
     peers_of.push_back((topo.node + i) % topo.num_nodes);
   const std::vector<int>& mine = topo.node_ranks[topo.node];
   SimRank rank;
-  rank.slots = s.slots;  // the host drives the proxy
+  // The host drives the proxy, so every slot computes; across nodes one WG per CU
+  // (FusedPlan::proxy_on_host), and the host's final reduces are replayed as the last task.
+  rank.slots = topo.num_nodes > 1 ? s.cus : s.slots;
   auto send_off = [&](SimTask& task, std::size_t b, double bytes) {
     for (int n : peers_of)  // node n's leader of b receives into its segment: its node sees it
       task.steps.push_back(
