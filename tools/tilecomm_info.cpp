@@ -40,15 +40,15 @@ int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout
   const model::ModelChoice c = model::choose_from_model({p.sequential, p.shaped, p.fused});
   if (c.settle) {
     fmt::print(
-        "auto: {} (predicted faster than every other mode by more than {:.0f} %: settled "
-        "without trial calls)\n",
-        to_string(*c.settle), 100 * model::kModelMargin);
+        "auto: {} (predicted more than {:g}x faster than every other mode: settled without "
+        "trial calls)\n",
+        to_string(*c.settle), 1 + model::kModelMargin);
   } else {
     std::string names;
     for (Mode m : c.candidates)
       names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(m));
-    fmt::print("auto: measures {} (within {:.0f} % of the best prediction) on its first calls\n",
-               names, 100 * model::kModelMargin);
+    fmt::print("auto: measures {} (within {:g}x of the best prediction) on its first calls\n", names,
+               1 + model::kModelMargin);
   }
   return 0;
 }

@@ -5,35 +5,67 @@
 # counted, not timed), then timed interleaved with the fixed modes. Writes
 # bench/results/auto/<op>_<setting>.json and prints the table (tools/auto_table.py).
 # Needs root (tools/cluster) and run_suite.sh's JSON. Auto uses a cost profile if one is found
-# (TILECOMM_PROFILE, or the default path; docs/model.md), else it measures.
-# Usage: [ITERS=30] bench/fused/run_auto_check.sh [build dir]
+# (TILECOMM_PROFILE, or the default path; docs/model.md), else it measures. With PROFILES=1 each
+# setting first makes its own profile with tilecomm_calibrate, in that setting (shared memory,
+# 2 emulated nodes at 1 or 5 Gbit/s), and every run of the setting uses it; results then go to
+# bench/results/auto_profile/ (profiles beside them).
+# Usage: [ITERS=30] [PROFILES=1] bench/fused/run_auto_check.sh [build dir]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build}"
 res="$root/bench/results"
+profiles="${PROFILES:-0}"
 out="$res/auto"
+[ "$profiles" = 1 ] && out="$res/auto_profile"
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 perf="$build/bench/fused/fused_perf"
+# shm RUN... / cluster RATE RUN...: one setting's launcher (with PROFILES=1, its profile: made on
+# first use, then passed to every rank in TILECOMM_PROFILE).
+shm() {
+  local launch=(mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1)
+  if [ "$profiles" = 1 ]; then
+    use_profile shm "${launch[@]}"
+    launch+=(-x TILECOMM_PROFILE)
+  fi
+  "${launch[@]}" "$@"
+}
+cluster() {
+  local rate=$1
+  shift
+  local launch=("$root/tools/cluster/cluster.sh" --quiet --nodes 2 --rate "$rate")
+  if [ "$profiles" = 1 ]; then
+    use_profile "$rate" "${launch[@]}" --
+    launch+=(--env TILECOMM_PROFILE)
+  fi
+  "${launch[@]}" -- "$@"
+}
+use_profile() {
+  local setting=$1
+  shift
+  export TILECOMM_PROFILE="$out/profile_$setting.json"
+  [ -f "$TILECOMM_PROFILE" ] || "$@" "$build/tools/tilecomm_calibrate" -q -o "$TILECOMM_PROFILE"
+}
 iters=(-n "${ITERS:-30}" -w 3 --auto)
 decode_iters=(-n "${DECODE_ITERS:-200}" -w 20 --auto)
 # shellcheck source=suite_shapes.sh
 source "$(dirname "$0")/suite_shapes.sh"
 for op in gemv_allreduce embedding_alltoall gemm_alltoall; do
   # shellcheck disable=SC2086
-  mpirun -np 2 --bind-to none --mca mpi_yield_when_idle 1 "$perf" --op "$op" ${shape[$op]} \
+  shm "$perf" --op "$op" ${shape[$op]} \
     --ratio "$(ratio_of "$res/${op}_shm.json")" "${iters[@]}" --json "$out/${op}_shm.json"
   for rate in 1gbit 5gbit; do
     # shellcheck disable=SC2086
-    "$root/tools/cluster/cluster.sh" --quiet --nodes 2 --rate "$rate" -- "$perf" --op "$op" \
-      ${shape[$op]} --ratio "$(ratio_of "$res/${op}_${rate}.json")" --cus 1 "${iters[@]}" \
+    cluster "$rate" "$perf" --op "$op" ${shape[$op]} \
+      --ratio "$(ratio_of "$res/${op}_${rate}.json")" --cus 1 "${iters[@]}" \
       --json "$out/${op}_${rate}.json"
   done
 done
 # Decode's two GEMV+AllReduce shapes (examples/02 at 2 ranks: 1024 -> 4096 and 4096 -> 1024).
 for s in "4096 512" "1024 2048"; do
   set -- $s
-  "$root/tools/cluster/cluster.sh" --quiet --nodes 2 --rate 1gbit -- "$perf" --op gemv_allreduce \
-    -b "$1" --ratio "$2" "${decode_iters[@]}" --json "$out/decode_${1}_1gbit.json"
+  cluster 1gbit "$perf" --op gemv_allreduce -b "$1" --ratio "$2" "${decode_iters[@]}" \
+    --json "$out/decode_${1}_1gbit.json"
 done
-/usr/bin/python3 "$root/tools/auto_table.py" "$out"/*.json
+/usr/bin/python3 "$root/tools/auto_table.py" "$out"/{gemv_allreduce,embedding_alltoall,gemm_alltoall}_*.json \
+  "$out"/decode_*.json

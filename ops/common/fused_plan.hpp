@@ -57,10 +57,10 @@ class FusedPlan {
   /// call sets WaitPolicy::latency() instead.
   void set_wait(const WaitPolicy& policy) { wait_ = policy; }
   /// The host thread, idle until the kernel ends anyway, drives the proxy instead of a proxy WG on
-  /// the high-priority stream. For latency-bound calls (the one-shot GEMV), which then also run
-  /// one WG per CU, not one per slot: their tasks stream memory, so a second WG on a CU computes
-  /// nothing faster, and waking its thread cost a few us per call on a one-core rank. (The proxy
-  /// is on the host on a one-slot device anyway.)
+  /// the high-priority stream. For latency-bound calls (the one-shot GEMV), which, when the call
+  /// has a proxy (off-node peers), then also run one WG per CU, not one per slot: their tasks
+  /// stream memory, so a second WG on a CU computes nothing faster, and waking its thread cost a
+  /// few us per call on a one-core rank. (The proxy is on the host on a one-slot device anyway.)
   void proxy_on_host() { proxy_on_host_ = true; }
   /// Whether run()'s host thread drives the proxy (off-node peers, and proxy_on_host() or a
   /// one-slot device). Then work the host does after run() returns — every receive and send of

@@ -140,19 +140,22 @@ TEST(ModelPredict, OneRankHasNoCollective) {
   EXPECT_NEAR(r.fused, 640e-9, 1e-15);  // nothing to send: the same as sequential
 }
 
+// kModelMargin = 2: a mode is trusted, or ruled out, only 3x apart.
 TEST(ModelChoice, ClearWinnerSettlesElseThePlausibleCandidates) {
-  auto c = choose_from_model({10, 20, 30});
+  auto c = choose_from_model({10, 31, 40});
   ASSERT_TRUE(c.settle);
   EXPECT_EQ(*c.settle, Mode::Sequential);
-  c = choose_from_model({30, 20, 10});
+  c = choose_from_model({40, 31, 10});
   ASSERT_TRUE(c.settle);
   EXPECT_EQ(*c.settle, Mode::Fused);
-  c = choose_from_model({10, 11, 30});  // shaped within 20 % of sequential
+  c = choose_from_model({10, 29, 31});  // shaped within 3x of sequential
   EXPECT_FALSE(c.settle);
   EXPECT_EQ(c.candidates, (std::vector<Mode>{Mode::Sequential, Mode::Shaped}));
-  c = choose_from_model({12, 30, 10});  // exactly 20 %: not clear, both measured
+  c = choose_from_model({30, 31, 10});  // exactly 3x: not clear, both measured
   EXPECT_FALSE(c.settle);
   EXPECT_EQ(c.candidates, (std::vector<Mode>{Mode::Sequential, Mode::Fused}));
+  c = choose_from_model({10, 12, 15});  // a close call: everything measured
+  EXPECT_EQ(c.candidates, (std::vector<Mode>{Mode::Sequential, Mode::Shaped, Mode::Fused}));
 }
 
 // Auto over a subset of candidates: the same schedule over two modes, then the choice among them
