@@ -195,6 +195,22 @@ using PyGemv = PyOp<GemvAllReduce>;
 using PyEmb = PyOp<EmbeddingAllToAll>;
 using PyGemm = PyOp<GemmAllToAll>;
 
+// output() of an operator with a zero-copy view (EmbeddingAllToAll, GemmAllToAll): the view of the
+// next fused call as a numpy array of shape shape_of(floats) (or a torch tensor) that keeps the
+// Python context object alive (not a closed one's memory).
+template <class Op, class ShapeOf>
+py::object output_view(const std::shared_ptr<PyOp<Op>>& self, bool as_tensor, ShapeOf shape_of) {
+  std::span<float> view;
+  {  // the epoch it depends on moves in run(): one call at a time on the communicator
+    py::gil_scoped_release nogil;
+    std::lock_guard lock(self->comm->mu);
+    view = self->get().output();
+  }
+  py::array_t<float, py::array::c_style> a(shape_of(view.size()), view.data(), py::cast(self));
+  if (as_tensor) return torch_from_numpy(a);
+  return a;
+}
+
 void bind_gemv(py::module_& m) {
   py::class_<PyGemv, std::shared_ptr<PyGemv>> cls(m, "GemvAllReduce", R"doc(
 GEMV + AllReduce (tensor-parallel decode): rank r holds W_r [m x k_local] and x_r [k_local];
@@ -373,18 +389,10 @@ float32; bfloat16 tables are widened exactly and pooled in float32).
       .def(
           "output",
           [](std::shared_ptr<PyEmb> self, bool as_tensor) -> py::object {
-            EmbeddingAllToAll& op = self->get();
-            std::span<float> view;
-            {  // the epoch it depends on moves in run(): one call at a time on the communicator
-              py::gil_scoped_release nogil;
-              std::lock_guard lock(self->comm->mu);
-              view = op.output();
-            }
-            const std::vector<std::size_t> shape = {op.local_batch(), op.num_tables(), op.dim()};
-            // The array keeps the Python context object alive (not a closed one's memory).
-            py::array_t<float, py::array::c_style> a(shape, view.data(), py::cast(self));
-            if (as_tensor) return torch_from_numpy(a);
-            return a;
+            const EmbeddingAllToAll& op = self->get();
+            return output_view(self, as_tensor, [&](std::size_t) {
+              return std::vector<std::size_t>{op.local_batch(), op.num_tables(), op.dim()};
+            });
           },
           py::kw_only(), py::arg("as_tensor") = false, R"doc(
 Zero-copy output of the next fused run(): a float32 [local_batch, num_tables, dim] array (or, with
@@ -526,19 +534,10 @@ after changing them. A call that passes weights ends this packing.
       .def(
           "output",
           [](std::shared_ptr<PyGemm> self, bool as_tensor) -> py::object {
-            GemmAllToAll& op = self->get();
-            std::span<float> view;
-            {  // the epoch it depends on moves in run(): one call at a time on the communicator
-              py::gil_scoped_release nogil;
-              std::lock_guard lock(self->comm->mu);
-              view = op.output();
-            }
-            const std::size_t n = self->dims[1];
-            const std::vector<std::size_t> shape = {view.size() / n, n};
-            // The array keeps the Python context object alive (not a closed one's memory).
-            py::array_t<float, py::array::c_style> a(shape, view.data(), py::cast(self));
-            if (as_tensor) return torch_from_numpy(a);
-            return a;
+            const std::size_t n = self->dims[1];  // [max_rows_out, n]
+            return output_view(self, as_tensor, [n](std::size_t floats) {
+              return std::vector<std::size_t>{floats / n, n};
+            });
           },
           py::kw_only(), py::arg("as_tensor") = false, R"doc(
 Zero-copy output of the next fused run() or run_layer(): a float32 [max_rows_out, n] array (or,
