@@ -19,7 +19,7 @@
 //
 //   mpirun -np 2 ./03_moe_layer [--steps 6] [--tokens 256] [--k-dim 128] [--n-dim 128]
 //                               [--experts 2] [--skew 1.2] [--mode
-//                               all|sequential|shaped|fused|auto]
+//                               all|sequential|shaped|fused|auto] [--zero-copy]
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
   app.add_option("--skew", skew, "Zipf exponent of the gate (0: uniform)");
   app.add_option("--seed", seed, "RNG seed");
   app.add_option("--mode", mode_flag, "all | sequential | shaped | fused | auto");
+  bool zero_copy = false;
+  app.add_flag("--zero-copy", zero_copy,
+               "fused mode returns the results into GemmAllToAll::output() (on-node owners store "
+               "them in place: no copy) instead of a caller-owned buffer");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -183,7 +187,16 @@ int main(int argc, char** argv) {
             in_l.counts.push_back(n_in), in_l.displs.push_back(i), i += n_in;
             out_l.capacity = o, in_l.capacity = i;
           }
-          std::vector<float> back(tokens * k * ndim);
+          // The returned rows: a caller-owned buffer, or (--zero-copy, fused mode) the context's
+          // output() view, read by combine() before the context's next call.
+          std::vector<float> own;
+          float* back = nullptr;
+          if (zero_copy && mode == Mode::Fused) {
+            back = op.output().data();
+          } else {
+            own.resize(tokens * k * ndim);
+            back = own.data();
+          }
           auto combine = [&] {  // 4. Combine: gate-weighted sum of each token's k results.
             y.assign(tokens * ndim, 0.0f);
             for (std::size_t i = 0; i < tokens * k; ++i)
@@ -191,7 +204,7 @@ int main(int argc, char** argv) {
                 y[(i / k) * ndim + n] += r.gate[i] * back[row_of[i] * ndim + n];
           };
           if (one_call) {
-            op.run_layer(dispatch.data(), recv_counts, send_counts, back.data(), mode);
+            op.run_layer(dispatch.data(), recv_counts, send_counts, back, mode);
             combine();
             return;
           }
@@ -211,7 +224,7 @@ int main(int argc, char** argv) {
             }
           // 3. Expert GEMMs + return of the results to their tokens' ranks (dispatch order).
           const double t0 = MPI_Wtime();
-          op.run(x.data(), recv_counts, send_counts, back.data(), mode);
+          op.run(x.data(), recv_counts, send_counts, back, mode);
           op_ms_now = (MPI_Wtime() - t0) * 1e3;
           combine();
         };

@@ -47,8 +47,8 @@ int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout
     std::string names;
     for (Mode m : c.candidates)
       names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(m));
-    fmt::print("auto: measures {} (within {:g}x of the best prediction) on its first calls\n", names,
-               1 + model::kModelMargin);
+    fmt::print("auto: measures {} (within {:g}x of the best prediction) on its first calls\n",
+               names, 1 + model::kModelMargin);
   }
   return 0;
 }
