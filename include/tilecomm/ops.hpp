@@ -27,8 +27,9 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// tilecomm_calibrate, docs/model.md): the first Auto call predicts each mode's time from the
 /// profile and agrees across ranks on the slowest rank's prediction of each (one AllReduce of 4
 /// doubles; if any rank has no profile, every rank measures as below). If the fastest prediction
-/// beats every other by more than 20 % (best x 1.2 < other), Auto settles on it at once (no trial
-/// calls); otherwise it measures, as below, only the modes predicted within 20 % of the best.
+/// beats every other by more than 3x (best x 3 < other: the model's ranking error reaches that),
+/// Auto settles on it at once (no trial calls); otherwise it measures, as below, only the modes
+/// predicted within 3x of the best.
 /// Auto without a profile: the context's first calls try sequential, shaped and fused in turn (one
 /// warm-up round, then OpOptions::auto_rounds measured rounds); then every rank settles on the same
 /// mode for good: the one with the lowest median of the slowest rank's call time, where a mode
