@@ -22,9 +22,9 @@ void BlockExchange::reserve(SegmentLayout& layout, int ranks, std::size_t flags,
 
 std::string BlockExchange::output_error(const float* out, std::size_t floats, Mode mode) const {
   if (floats == 0 || inbox_floats_ == 0) return {};
-  const std::uint32_t next_epoch = ctx_->epoch() + 1;
-  const float* next = own_inbox(next_epoch);
+  const float* next = next_output();
   if (out == next && mode == Mode::Fused) return {};  // zero-copy
+  const std::uint32_t next_epoch = ctx_->epoch() + 1;
   for (std::uint32_t e : {next_epoch, next_epoch - 1}) {
     const float* view = own_inbox(e);
     if (out + floats <= view || out >= view + inbox_floats_) continue;

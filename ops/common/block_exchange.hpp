@@ -130,6 +130,13 @@ class BlockExchange {
   }
   /// Floats in each inbox half.
   std::size_t inbox_floats() const { return inbox_floats_; }
+  /// The zero-copy output view of this rank's next fused call (the operator's output()).
+  float* next_output() const { return own_inbox(ctx_->epoch() + 1); }
+  /// Whether a fused call into `out` (an output of `floats` floats) is zero-copy: `out` is
+  /// next_output() (output_error() allowed no other overlap with the views).
+  bool zero_copy(const float* out, std::size_t floats) const {
+    return floats > 0 && out == next_output();
+  }
   /// Why `out` (`floats` floats) cannot be the output of this rank's next call in `mode`: it
   /// overlaps an output view (an inbox half) without being the next call's own_inbox(), or it is
   /// that view and `mode` is not Mode::Fused (no other mode keeps the next fused call's producers

@@ -13,7 +13,7 @@ namespace tilecomm::detail {
 void EmbeddingAllToAllImpl::run_fused(const TableSet& tables, std::span<const EmbeddingBags> bags,
                                       float* out) {
   // Zero-copy when out is this call's output view (validate() allowed no other overlap).
-  const bool zero_copy = out_floats() > 0 && out == next_output();
+  const bool zero_copy = fused_exchange.zero_copy(out, out_floats());
   const EmbeddingFusedRoutes routes =
       embedding_fused_routes(topo, grid(), ctx.options.remote_first);
   const std::vector<EmbeddingTile>& tiles = routes.tiles;

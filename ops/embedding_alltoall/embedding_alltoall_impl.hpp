@@ -68,7 +68,7 @@ struct EmbeddingAllToAllImpl {
   void run_shaped(const TableSet& tables, std::span<const EmbeddingBags> bags, float* out);
   void run_fused(const TableSet& tables, std::span<const EmbeddingBags> bags, float* out);
   /// The zero-copy output view of the next fused call: its inbox half (laid out like `out`).
-  float* next_output() const { return fused_exchange.own_inbox(ctx.epoch() + 1); }
+  float* next_output() const { return fused_exchange.next_output(); }
   std::size_t out_floats() const { return local_batch(topo.rank) * first_table.back() * dim; }
 
   OpContext ctx;

@@ -88,11 +88,10 @@ struct GemmAllToAllImpl {
                     bool layer);
   /// The zero-copy output view of the next fused call (GemmAllToAll::output()): this rank's inbox
   /// half of that call, max_rows_out x N floats of it.
-  float* next_output() const { return fused_exchange.own_inbox(ctx.epoch() + 1); }
+  float* next_output() const { return fused_exchange.next_output(); }
   std::size_t output_floats() const { return max_out * n; }
-  /// Whether a fused call into `y` is zero-copy (y is next_output(); prepare() allowed no other
-  /// overlap with the views).
-  bool zero_copy(const float* y) const { return output_floats() > 0 && y == next_output(); }
+  /// Whether a fused call into `y` is zero-copy (BlockExchange::zero_copy).
+  bool zero_copy(const float* y) const { return fused_exchange.zero_copy(y, output_floats()); }
   /// Y[tile] = X[tile rows] * W_e[:, tile cols] into dst (leading dimension ldc), from `packed`.
   void gemm_tile(const float* x, const GemmTile& t, float* dst, std::size_t ldc) const;
   /// gemm_tile into the send buffer of the unfused modes (grouped by source rank, then expert).
