@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
                  "one-way network latency (default: the profile's MPI alpha less its CPU)");
   app.add_option("--core-oversub", oversub, "core oversubscription (1: full bisection)");
   app.add_flag("--proxy-polls", s.proxy_polls,
-               "fused across nodes: the proxy WG also takes a share of the cores for the whole "
+               "fused across nodes: the proxy (the host thread) also takes a share of the cores "
+               "for the whole "
                "kernel (it polls MPI; default: CPU per receive only)");
   app.add_flag("--nic-offload", nic_offload,
                "off-node messages cost CPU per message only, not per byte (an RDMA NIC)");

@@ -1,34 +1,11 @@
 #include "ops/common/fused_plan.hpp"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <atomic>
 
 #include "collectives/reduce.hpp"
 
 namespace tilecomm::detail {
-namespace {
-
-/// While alive, the calling (host) thread's sleeps are precise to 1 us, as the device threads' are
-/// (Linux's default timer slack adds 50 us to every sleep); restores the thread's own slack.
-class HostTimerSlack {
- public:
-  HostTimerSlack() : saved_(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) {
-    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  }
-  ~HostTimerSlack() {
-    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
-  }
-  HostTimerSlack(const HostTimerSlack&) = delete;
-  HostTimerSlack& operator=(const HostTimerSlack&) = delete;
-
- private:
-  int saved_;
-};
-
-}  // namespace
-
 FusedPlan::FusedPlan(OpContext& ctx)
     : ctx_(ctx), epoch_(ctx.next_epoch()), staging_(&ctx.staging()) {
   if (ctx_.proxy() != nullptr) ctx_.proxy()->reset();
@@ -123,58 +100,53 @@ WorkgroupContext FusedPlan::host_context() const {
 void FusedPlan::run(const TaskFn& body) {
   if (staging_->size() < staged_floats_) staging_->resize(staged_floats_);
   Proxy* proxy = ctx_.proxy();
-  // The proxy is a WG on the high-priority stream, beside the compute kernel's WGs; with a single
-  // WG slot it cannot have one of its own (the kernel could never run), so the host thread, idle
-  // until the kernel ends anyway, drives it instead.
-  const bool proxy_wg = proxy != nullptr && ctx_.wg_slots() > 1 && !proxy_on_host_;
   if (proxy != nullptr) {
     proxy->expect_sends(sends_);
-    if (proxy_on_host_) proxy->hurry_when_sent();
-    if (proxy_wg)
-      proxy->launch(ctx_.comm_stream, ctx_.kernel_name("proxy").c_str());
-    else
-      proxy->start_on_host();
+    proxy->start();
   }
-  const std::size_t wgs = proxy != nullptr && proxy_on_host_
-                              ? ctx_.device.num_cus()
-                              : std::max<std::size_t>(1, ctx_.wg_slots() - (proxy_wg ? 1 : 0));
-  // The last task to end tells the proxy that the call now waits for it alone (Proxy::hurry).
+  const std::size_t wgs = proxy != nullptr ? ctx_.device.num_cus() : ctx_.wg_slots();
+  // The last task to end tells the proxy that the call now waits for it alone (Proxy::hurry). A
+  // task that throws ends its WG; the others go on, and the proxy keeps completing their receives
+  // and sends (a peer the failure does not concern gets its blocks, and a WG waiting for one of
+  // its blocks is not left to the deadline) until the kernel has ended, then winds down: sends
+  // the failed tasks would have posted never come.
   std::atomic<std::size_t> tasks_left{order_.size()};
+  std::atomic<bool> failed{false};
   if (!order_.empty())
     ctx_.compute_stream.launch_persistent(
         {ctx_.kernel_name("fused"), wgs, 0}, std::move(order_),
         [&](const WorkgroupContext& wg, std::size_t task) {
-          body(wg, task);
+          try {
+            body(wg, task);
+          } catch (...) {
+            failed.store(true, std::memory_order_release);
+            throw;
+          }
           if (tasks_left.fetch_sub(1, std::memory_order_acq_rel) == 1 && proxy != nullptr)
             proxy->hurry();
         });
   else if (proxy != nullptr)
     proxy->hurry();
-  if (proxy != nullptr && !proxy_wg) {
+  if (proxy != nullptr) {
+    const Event kernel_end = ctx_.compute_stream.record();
     try {
-      HostTimerSlack precise_sleeps;  // the proxy's sleeps as asked, not 50 us longer
-      proxy->run(nullptr, proxy_on_host_ ? Proxy::kHostBackoffPolicy : Proxy::kProgressPolicy);
+      const WorkgroupContext host = host_context();
+      proxy->run(&host, Proxy::kBackgroundPolicy,
+                 [&] { return failed.load(std::memory_order_acquire) && kernel_end.query(); });
     } catch (...) {
-      try {  // the kernel's own error, if any, is secondary to the proxy's
+      // The first failure is the cause: a task's, if one had failed before the proxy's (which is
+      // then a Timeout: the proxy waited for tiles the failed kernel never sent), else the
+      // proxy's (e.g. an MPI error, after which the kernel's waits time out).
+      const bool kernel_first = failed.load(std::memory_order_acquire);
+      try {
         ctx_.compute_stream.synchronize();
       } catch (...) {
+        if (kernel_first) throw;
       }
       throw;
     }
   }
-  try {
-    ctx_.compute_stream.synchronize();
-  } catch (...) {
-    if (proxy_wg) {  // never return while the proxy may still receive into the caller's buffers
-      proxy->abort();
-      try {
-        ctx_.comm_stream.synchronize();
-      } catch (...) {
-      }
-    }
-    throw;
-  }
-  if (proxy_wg) ctx_.comm_stream.synchronize();
+  ctx_.compute_stream.synchronize();
 }
 
 }  // namespace tilecomm::detail

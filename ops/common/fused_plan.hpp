@@ -56,20 +56,12 @@ class FusedPlan {
   /// TILECOMM_SPIN_US), backoff(2.0) for an off-node one (the waiter polls MPI); a latency-bound
   /// call sets WaitPolicy::latency() instead.
   void set_wait(const WaitPolicy& policy) { wait_ = policy; }
-  /// The host thread, idle until the kernel ends anyway, drives the proxy instead of a proxy WG on
-  /// the high-priority stream. For latency-bound calls (the one-shot GEMV), which, when the call
-  /// has a proxy (off-node peers), then also run one WG per CU, not one per slot: their tasks
-  /// stream memory, so a second WG on a CU computes nothing faster, and waking its thread cost a
-  /// few us per call on a one-core rank. (The proxy is on the host on a one-slot device anyway.)
-  void proxy_on_host() { proxy_on_host_ = true; }
-  /// Whether run()'s host thread drives the proxy (off-node peers, and proxy_on_host() or a
-  /// one-slot device). Then work the host does after run() returns — every receive and send of
-  /// the call completed, the kernel ended — needs no other thread: a latency-bound call's last
-  /// step can run there, so that one thread polls MPI at the call's end, not a waiting WG and the
-  /// proxy taking turns on a one-core rank.
-  bool host_drives_proxy() const {
-    return ctx_.proxy() != nullptr && (proxy_on_host_ || ctx_.wg_slots() <= 1);
-  }
+  /// Whether run()'s host thread drives the proxy: whenever the call has one (off-node peers).
+  /// Then work the host does after run() returns — every receive and send of the call completed,
+  /// the kernel ended — needs no other thread: a latency-bound call's last step can run there, so
+  /// that one thread polls MPI at the call's end, not a waiting WG and the proxy taking turns on a
+  /// one-core rank.
+  bool host_drives_proxy() const { return ctx_.proxy() != nullptr; }
   /// The host's trace lane (one past the device's WG lanes), for work the host does itself.
   WorkgroupContext host_context() const;
 
@@ -97,9 +89,17 @@ class FusedPlan {
                        std::size_t idx, const std::function<const float*(int rank)>& partial_of,
                        float* dst, std::size_t count, const char* what) const;
 
-  /// Launches the proxy (when the job spans nodes) and then the persistent kernel over the order,
-  /// with every WG slot but the proxy's; returns when both have finished. On a device with a
-  /// single WG slot the host thread drives the proxy while the kernel runs.
+  /// Launches the persistent kernel over the order and returns when it has ended and, when the
+  /// call spans nodes, every receive and send of the call has completed. Without off-node peers
+  /// the kernel runs one WG per slot. With them the host thread, idle until the kernel ends
+  /// anyway, drives the proxy (Proxy::run: background-paced polls, latency-paced once the call's
+  /// last send has been posted), and the kernel runs one WG per CU: a second WG on a CU computes
+  /// nothing faster, and the proxy needs a share of the cores. A proxy WG in a slot of its own (the
+  /// first design) cost a kernel launch and a stream synchronisation per call and polled at a
+  /// fixed 60 us pace: the MoE layer across 2 emulated nodes ran 0.8x sequential's speed with it,
+  /// 1.0-1.1x without (docs/ops.md, "Who progresses MPI"). If a task throws, the other WGs go on
+  /// and the proxy serves them until the kernel has ended; then it cancels what is still pending
+  /// and the task's error is rethrown.
   void run(const TaskFn& body);
 
  private:
@@ -109,7 +109,6 @@ class FusedPlan {
   std::size_t sends_ = 0;
   std::vector<float>* staging_;
   std::optional<WaitPolicy> wait_;
-  bool proxy_on_host_ = false;
   std::size_t staged_floats_ = 0;
 };
 

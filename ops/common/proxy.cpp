@@ -1,15 +1,37 @@
 #include "ops/common/proxy.hpp"
 
 #include <fmt/format.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "collectives/comm_impl.hpp"
 #include "runtime/wait.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::detail {
+namespace {
+
+/// While alive, the calling (host) thread's sleeps are precise to 1 us, as the device threads' are
+/// (Linux's default timer slack adds 50 us to every sleep); restores the thread's own slack.
+class HostTimerSlack {
+ public:
+  HostTimerSlack() : saved_(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) {
+    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  }
+  ~HostTimerSlack() {
+    if (saved_ >= 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
+  }
+  HostTimerSlack(const HostTimerSlack&) = delete;
+  HostTimerSlack& operator=(const HostTimerSlack&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace
 
 void Proxy::reset() {
   aborted_.store(false, std::memory_order_relaxed);
@@ -19,7 +41,6 @@ void Proxy::reset() {
   }
   recvs_.clear();
   expected_sends_ = 0;
-  hurry_when_sent_ = false;
   sends_handed_.store(0, std::memory_order_relaxed);
   std::lock_guard q(queue_mu_);
   handed_.clear();
@@ -41,11 +62,6 @@ void Proxy::start() {
   }
 }
 
-void Proxy::launch(Stream& stream, const char* name) {
-  start();
-  stream.launch({name, {1, 1}, 0}, [this](const WorkgroupContext& wg) { run(&wg); });
-}
-
 void Proxy::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Datatype type, int dst,
                  int tag) {
   MPI_Request req = MPI_REQUEST_NULL;
@@ -56,11 +72,7 @@ void Proxy::send(const WorkgroupContext& wg, const void* buf, int count, MPI_Dat
     handed_.push_back({req, dst});
   }
   const std::size_t handed = sends_handed_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  if (hurry_when_sent_ && handed == expected_sends_) hurry();
-}
-
-void Proxy::start_on_host() {
-  start();
+  if (handed == expected_sends_) hurry();
 }
 
 bool Proxy::progress(const WorkgroupContext* wg) {
@@ -107,7 +119,7 @@ void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t
                  std::uint32_t value, const char* what, const WaitPolicy& policy) {
   auto arrived = [&] {
     if (flags.test(idx, value)) return true;
-    poll(wg);  // progress never depends on the proxy WG getting a core
+    poll(wg);  // progress never depends on the host thread getting a core
     return false;
   };
   if (!poll_until(arrived, timeout_s_, policy))
@@ -123,13 +135,14 @@ void Proxy::hurry() {
   wake_cv_.notify_all();
 }
 
-void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy) {
+void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy,
+                const std::function<bool()>& abandoned) {
   // The proxy shares cores with the compute WGs it serves, which post their own sends and poll MPI
   // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
-  // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning. Once the
-  // last compute task has ended (hurry()), the call waits for the proxy alone: it polls at the
-  // latency policy's pace instead.
+  // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning. Once hurried
+  // (the call's last send posted, or its last task ended) it polls at the latency policy's pace.
   auto finished = [&] {
+    if (abandoned && abandoned()) abort();
     std::lock_guard lock(progress_mu_);
     if (aborted_.load(std::memory_order_acquire)) return true;
     progress(wg);
@@ -141,6 +154,7 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy) {
     return timeout_s_ > 0 &&
            std::chrono::duration<double>(clock::now() - start).count() > timeout_s_;
   };
+  HostTimerSlack precise_sleeps;  // the sleeps as asked, not 50 us longer
   bool ended = finished();
   Backoff fast(WaitPolicy::latency());
   auto sleep = std::max(policy.sleep_min, std::chrono::nanoseconds(1000));
@@ -157,9 +171,27 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy) {
     ended = finished();
     if (!ended && expired()) break;
   }
+  if (aborted_.load(std::memory_order_acquire)) return wind_down(wg);
   std::lock_guard lock(progress_mu_);
-  if (aborted_.load(std::memory_order_acquire)) return cancel_pending();
   if (!ended) fail_timeout();
+}
+
+void Proxy::wind_down(const WorkgroupContext* wg) {
+  std::unique_lock lock(progress_mu_);
+  progress(wg);  // adopts every send handed over
+  for (std::size_t i = 0; i < recvs_.size(); ++i)
+    if (reqs_[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&reqs_[i]);
+      MPI_Request_free(&reqs_[i]);
+    }
+  const auto until = std::chrono::steady_clock::now() + kSendGrace;
+  while (sends_done_ < sends_posted_ && std::chrono::steady_clock::now() < until) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
+    progress(wg);
+  }
+  cancel_pending();
 }
 
 void Proxy::abort() {

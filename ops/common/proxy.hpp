@@ -1,16 +1,19 @@
 #pragma once
 // The MPI proxy of a fused kernel. Per operator call: the host posts the receives the call expects
-// before the kernels launch; a compute WG posts its tile's MPI_Isend itself the moment the tile is
-// done (MPI_THREAD_MULTIPLE) and hands the request over; one proxy WG on a high-priority stream
-// completes every request and raises the arrival flags. Open MPI 4.1 moves TCP data only inside MPI
-// calls, so the proxy keeps calling MPI_Testsome (backing off) while the compute WGs run. Sends
-// never wait for the proxy: on an oversubscribed machine it may wait milliseconds for a core.
+// before the kernel launches; a compute WG posts its tile's MPI_Isend itself the moment the tile is
+// done (MPI_THREAD_MULTIPLE) and hands the request over; the host thread, idle until the kernel
+// ends anyway, then runs the proxy (run()), which completes every request and raises the arrival
+// flags. Open MPI 4.1 moves TCP data only inside MPI calls, so the proxy keeps calling
+// MPI_Testsome (backing off) while the compute WGs run, and WGs waiting for an off-node tile poll
+// too (poll()). Sends never wait for the proxy: on an oversubscribed machine it may wait
+// milliseconds for a core.
 
 #include <mpi.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,21 +35,14 @@ class Proxy {
   /// A receive of this call; on completion flags[idx] = value (release).
   void expect_recv(void* buf, int count, MPI_Datatype type, int src, int tag, TileFlags* flags,
                    std::size_t idx, std::uint32_t value);
-  /// The number of send() calls this operator call will make.
+  /// The number of send() calls this operator call will make. The proxy hurries (hurry()) as soon
+  /// as the last of them has been posted, not only when the call's last task ends: the tasks left
+  /// then wait for peers' blocks that only MPI progress brings, and a background-paced proxy
+  /// (sleeps of 20-160 us) made them wait for its next poll (fused GEMV+AllReduce across 2
+  /// emulated nodes took 1.3-1.4x sequential's time at decode's shapes: docs/ops.md).
   void expect_sends(std::size_t n) { expected_sends_ = n; }
-  /// For a latency-bound call (the host-driven one-shot GEMV): hurry() as soon as the call's last
-  /// expected send has been posted, not only when its last task ends. Its last tasks wait for
-  /// peers' blocks that only MPI progress brings, and a background-paced proxy (sleeps of 20-160
-  /// us) made them wait for its next poll: fused GEMV+AllReduce across 2 emulated nodes took
-  /// 1.3-1.4x sequential's time at decode's shapes (docs/ops.md). For this call only (reset()).
-  void hurry_when_sent() { hurry_when_sent_ = true; }
-  /// Posts the expected receives, then launches the proxy WG (run()) on `stream`, which should
-  /// have a higher priority than the compute kernel's so the proxy is resident before it.
-  void launch(Stream& stream, const char* name);
-  /// Instead of launch(), on a device with a single WG slot (where the proxy WG would take the
-  /// slot the compute kernel needs): posts the expected receives; the host then calls run(nullptr)
-  /// while the kernel runs.
-  void start_on_host();
+  /// Posts the expected receives (before the kernel launches).
+  void start();
 
   // ---- any WG ----
   /// Posts an MPI_Isend of `buf` (untouched until the call ends) and hands the request over.
@@ -55,7 +51,7 @@ class Proxy {
 
   /// Completes what MPI has finished if no other thread is doing so (try-lock): a WG that waits for
   /// a tile the proxy will receive calls this while it waits, so progress never depends on the
-  /// proxy WG getting a core.
+  /// host thread getting a core.
   void poll(const WorkgroupContext& wg);
   /// Waits (pausing as `policy` says, polling MPI) until flags[idx] reaches value; Error(Timeout)
   /// whose message starts with `what` (which names the operator).
@@ -65,27 +61,30 @@ class Proxy {
   /// The call's last compute task has ended: nothing but the proxy polls MPI any more and the
   /// call ends when the proxy does, so run() ends its current sleep now and from then on pauses as
   /// WaitPolicy::latency() says. Without it the call's end waited up to a whole background sleep
-  /// (60 us) for the proxy to see its last send complete. Any thread; idempotent per call.
+  /// (160 us) for the proxy to see its last send complete. Any thread; idempotent per call.
   void hurry();
 
-  // ---- the proxy WG (or the host: wg = nullptr, no trace marks) ----
+  // ---- the host (wg: its trace lane, FusedPlan::host_context(); nullptr: no trace marks) ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s), sleeping
-  /// between polls as `policy` says (default: kProgressPolicy; only its sleep phase is used: the
-  /// proxy never spins beside the compute it serves) until hurry(), then WaitPolicy::latency().
-  void run(const WorkgroupContext* wg, const WaitPolicy& policy = kProgressPolicy);
-  /// The proxy WG's pace: it shares cores with the WGs it serves, which post their own sends and
-  /// poll MPI while they wait, so it only keeps data moving in the background. 60 us: the pace it
-  /// had when a 20 us sleep lasted ~75 us (Linux's 50 us timer slack, before device threads took
-  /// 1 us); polling 3x as often took CPU from compute on oversubscribed nodes.
-  static inline const WaitPolicy kProgressPolicy =
-      WaitPolicy::fixed_sleep(std::chrono::microseconds(60));
-  /// The host's pace when it drives the proxy beside a latency-bound call's WGs, which poll MPI
-  /// while they wait: sleeps back off 20 -> 160 us, since every wake-up is CPU that this rank's
-  /// compute, or another rank's, lacks.
-  static inline const WaitPolicy kHostBackoffPolicy{
+  /// between polls as `policy` says (only its sleep phase is used: the proxy never spins beside the
+  /// compute it serves) until hurry(), then WaitPolicy::latency(). Once abort() was called or
+  /// `abandoned()` returns true (checked at every poll: the call's kernel has failed and ended, so
+  /// no more sends will be posted) it winds down instead and returns: it cancels the pending
+  /// receives at once (MPI_Cancel, so nothing lands in the caller's output after the call has
+  /// failed), gives the sends already posted up to kSendGrace to complete — a peer learns of the
+  /// failure from them (GemmAllToAll's per-call headers): cancelled at once, a header that had not
+  /// left yet left that peer waiting for the whole deadline — and cancels the rest.
+  void run(const WorkgroupContext* wg, const WaitPolicy& policy = kBackgroundPolicy,
+           const std::function<bool()>& abandoned = {});
+  /// The proxy's pace beside the WGs it serves, which post their own sends and poll MPI while they
+  /// wait: sleeps back off 20 -> 160 us, since every wake-up is CPU that this rank's compute, or
+  /// another rank's, lacks (TCP keeps flowing from the socket buffers meanwhile).
+  static inline const WaitPolicy kBackgroundPolicy{
       {}, {}, std::chrono::microseconds(20), std::chrono::microseconds(160), 1, 1};
-  /// From the host, when the compute kernel of the call failed: run() cancels the requests still
-  /// pending (MPI_Cancel, so no receive lands in the caller's output later) and returns.
+  /// How long a winding-down run() lets posted sends complete (eager sends complete within
+  /// microseconds; one that needs a receiver that has failed too never would).
+  static constexpr std::chrono::milliseconds kSendGrace{100};
+  /// Any thread: run() cancels the requests still pending and returns.
   void abort();
 
  private:
@@ -102,12 +101,12 @@ class Proxy {
     MPI_Request req;
     int dst;
   };
-  // Proxy WG only: adopts handed-over sends, completes what MPI has finished. True if anything
-  // happened.
+  // Under progress_mu_: adopts handed-over sends, completes what MPI has finished. True if
+  // anything happened.
   bool progress(const WorkgroupContext* wg);
-  void start();
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
   [[noreturn]] void fail_timeout();
+  void wind_down(const WorkgroupContext* wg);
   void cancel_pending();  // under progress_mu_
 
   MPI_Comm comm_;
@@ -115,7 +114,6 @@ class Proxy {
   const char* op_;
   std::vector<Recv> recvs_;
   std::size_t expected_sends_ = 0;
-  bool hurry_when_sent_ = false;
   std::atomic<std::size_t> sends_handed_{0};  // send() calls of this call, by any WG
 
   std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)

@@ -22,8 +22,8 @@
 // polling for late peers would take the cores those peers need on an oversubscribed node). A task
 // waits only for tasks listed before it on every rank (computes never wait; node reduces wait for
 // computes; final reduces for node reduces), and tasks start in list order: no deadlock, even with
-// one WG. The waits sleep at most 16 us at a time (WaitPolicy::latency), and the host thread drives
-// the MPI proxy, so every WG computes (one WG per CU: FusedPlan::proxy_on_host).
+// one WG. The waits sleep at most 16 us at a time (WaitPolicy::latency); across nodes the host
+// thread drives the MPI proxy and the kernel runs one WG per CU (FusedPlan::run).
 //
 // Across nodes the final reduces run on the host thread once the proxy has completed every
 // receive and send and the kernel has ended (FusedPlan::host_drives_proxy): otherwise the final
@@ -134,7 +134,6 @@ void GemvAllReduceImpl::one_shot_final(const WorkgroupContext& wg, const OneShot
 void GemvAllReduceImpl::run_one_shot(GemvWeights w, const float* x, float* y) {
   FusedPlan plan(ctx);
   plan.set_wait(WaitPolicy::latency());
-  plan.proxy_on_host();
   OneShotCall call{plan, w, x, y, false, {}};
   call.node_sums = ctx.spans_nodes() && topo.local_size > 1;
   for (int i = 1; i < topo.num_nodes; ++i)

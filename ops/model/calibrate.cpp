@@ -286,19 +286,16 @@ model::PathCost calibrate_shm(Communicator& comm, double& flag_s) {
   return pc;
 }
 
-// The fused kernel's off-node path as it runs: a compute WG hands an 8-byte tile to the MPI proxy
-// (a WG on a high-priority stream), the peer's WG waits for it through its own proxy (polling MPI
-// as fused kernels' WGs do) and answers the same way. Returns the one-way time, the median of
-// round trips halved, on rank 0; -1 elsewhere or when a device of the pair has a single WG slot
-// (the proxy would then run on the host: not timed). Collective over `comm`.
+// The fused kernel's off-node path as it runs (FusedPlan::run): a compute WG hands an 8-byte tile
+// to the MPI proxy, which the host thread drives; the peer's WG waits for it, polling MPI as fused
+// kernels' WGs do, and answers the same way. Returns the one-way time, the median of round trips
+// halved, on rank 0; -1 elsewhere. Collective over `comm`.
 double proxy_one_way(Communicator& comm, Device& device, int partner) {
   CommImpl& c = detail::impl_of(comm);
   const int me = c.topo.rank;
-  int slots = device.num_cus() * device.wg_slots_per_cu();
-  MPI_Allreduce(MPI_IN_PLACE, &slots, 1, MPI_INT, MPI_MIN, c.mpi);
   MPI_Comm mpi;
   MPI_Comm_dup(c.mpi, &mpi);  // a communicator of its own keeps the tags apart (every rank)
-  if ((me != 0 && me != partner) || slots < 2) {
+  if (me != 0 && me != partner) {
     MPI_Comm_free(&mpi);
     return -1;
   }
@@ -308,7 +305,6 @@ double proxy_one_way(Communicator& comm, Device& device, int partner) {
     detail::Proxy proxy(mpi, c.timeout_s, "calibrate");
     TileFlags flags(1);
     Stream compute = device.create_stream(Stream::kNormal);
-    Stream high = device.create_stream(Stream::kHigh);
     std::uint64_t out = 0, in = 0;
     std::vector<double> rtt;
     constexpr int kReps = 60;
@@ -317,7 +313,7 @@ double proxy_one_way(Communicator& comm, Device& device, int partner) {
       proxy.reset();
       proxy.expect_recv(&in, 8, MPI_BYTE, peer, 2 * r + (me == 0), &flags, 0, epoch);
       proxy.expect_sends(1);
-      proxy.launch(high, "calibrate.proxy");
+      proxy.start();
       double t = 0;
       compute.launch({"calibrate.tile", {1, 1}, 0}, [&](const WorkgroupContext& wg) {
         const double t0 = now();
@@ -326,8 +322,8 @@ double proxy_one_way(Communicator& comm, Device& device, int partner) {
         if (me != 0) proxy.send(wg, &out, 8, MPI_BYTE, peer, 2 * r + 1);
         t = now() - t0;
       });
+      proxy.run(nullptr);
       compute.synchronize();
-      high.synchronize();
       if (r > 1) rtt.push_back(t);
     }
     if (me == 0) result = median(std::move(rtt)) / 2;
@@ -395,8 +391,8 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   }
   p.barrier_s = time_median(500, [&](int) { barrier(comm); });
   // The proxy: the fused path's one-way time minus plain MPI's for the same 8 bytes. Not
-  // measurable with one rank or one WG slot: then half the proxy's poll pace.
-  p.proxy_s = 0.5 * 60e-6;
+  // measurable with one rank: then half the proxy's shortest background sleep.
+  p.proxy_s = 0.5 * 20e-6;
   if (partner > 0) {
     const double through_proxy = proxy_one_way(comm, device, partner);
     if (through_proxy >= 0) p.proxy_s = std::max(0.0, through_proxy - p.mpi.time.at(8));

@@ -50,8 +50,9 @@ struct Profile {
   /// flag), off-node through MPI point-to-point.
   PathCost shm, mpi;
   /// Extra latency the fused kernel's MPI proxy adds per off-node message: an 8-byte ping-pong
-  /// between two WGs through the real Proxy (a proxy WG each side), one way, minus plain MPI's
-  /// alpha; half the proxy's 60 us poll pace when it cannot be measured (one rank, one WG slot).
+  /// between two WGs through the real Proxy (driven by the host thread each side), one way, minus
+  /// plain MPI's alpha; half the proxy's shortest background sleep (20 us) when it cannot be
+  /// measured (one rank).
   double proxy_s = 0;
   /// A flag's signal-to-observed round trip on one node, halved (the on-node tile handshake).
   double flag_s = 0;

@@ -83,7 +83,7 @@ struct RankState {
   double work = 0, last = 0;
   std::uint64_t timer = 0;
   int active = 0;
-  bool polling = false;  // the proxy WG's share is taken (SimRank::proxy_polls)
+  bool polling = false;  // the proxy's share is taken (SimRank::proxy_polls)
   int busy_slots = 0;
   std::deque<RecvJob> proxy_queue;
   bool proxy_busy = false;

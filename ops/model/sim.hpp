@@ -53,8 +53,8 @@ struct SimRank {
   std::vector<SimTask> tasks;
   int slots = 1;
   double cores = 1;
-  /// A proxy WG polls MPI for the whole kernel: one more consumer of the cores from `start` until
-  /// the last task ends (a fused kernel across nodes with a proxy WG).
+  /// The proxy polls MPI for the whole kernel: one more consumer of the cores from `start` until
+  /// the last task ends (a fused kernel across nodes, SimSetup::proxy_polls).
   bool proxy_polls = false;
   double start = 0;
 };

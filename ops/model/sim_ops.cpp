@@ -31,6 +31,12 @@ double cores_of(const SimSetup& s) {
   return s.cpu_share > 0 ? s.cpu_share : s.cus;
 }
 
+// The WGs of a fused kernel (FusedPlan::run): one per slot on one node; across nodes, where the
+// host thread drives the proxy, one per CU.
+int fused_wgs(const SimSetup& s, const Topology& topo) {
+  return topo.num_nodes > 1 ? s.cus : s.slots;
+}
+
 double gemv_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
   return std::max(0.0, p.gemv.at(double(rows), double(rows) * s.k * s.n));
 }
@@ -53,8 +59,7 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
   const GemvBlocks g = gemv_blocks(s);
   const int me = topo.rank, ranks = topo.size;
   SimRank rank;
-  const bool proxy_wg = topo.num_nodes > 1 && s.slots > 1;
-  rank.slots = std::max(1, s.slots - (proxy_wg ? 1 : 0));
+  rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemv_two_shot_order(topo, g, s.options.remote_first)) {
     const std::size_t b = t % g.blocks;
     const auto kind = static_cast<GemvTwoShotTask>(t / g.blocks);
@@ -105,9 +110,8 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
     peers_of.push_back((topo.node + i) % topo.num_nodes);
   const std::vector<int>& mine = topo.node_ranks[topo.node];
   SimRank rank;
-  // The host drives the proxy, so every slot computes; across nodes one WG per CU
-  // (FusedPlan::proxy_on_host), and the host's final reduces are replayed as the last task.
-  rank.slots = topo.num_nodes > 1 ? s.cus : s.slots;
+  // Across nodes the host's final reduces are replayed as the last task.
+  rank.slots = fused_wgs(s, topo);
   auto send_off = [&](SimTask& task, std::size_t b, double bytes) {
     for (int n : peers_of)  // node n's leader of b receives into its segment: its node sees it
       task.steps.push_back(
@@ -197,7 +201,7 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
   const EmbeddingFusedRoutes r = embedding_fused_routes(topo, l.grid, s.options.remote_first);
   const ExchangeTasks ids{r.produced.size(), r.arrivals.size(), topo.size, topo.rank, false, 0};
   SimRank rank;
-  rank.slots = std::max(1, s.slots - (topo.num_nodes > 1 && s.slots > 1 ? 1 : 0));
+  rank.slots = fused_wgs(s, topo);
   for (std::size_t t : ids.order()) {
     SimTask task;
     if (t < ids.produced) {
@@ -246,7 +250,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
   const int ranks = topo.size;
   const std::size_t reduce_base = static_cast<std::size_t>(ranks) * g.blocks;
   SimRank rank;
-  rank.slots = std::max(1, s.slots - (topo.num_nodes > 1 && s.slots > 1 ? 1 : 0));
+  rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemm_rs_order(topo, g.blocks, s.options.remote_first)) {
     SimTask task;
     task.tile = static_cast<long long>(t);
@@ -380,7 +384,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
                                                                   : gemv_two_shot(p, s, topo);
     rank.cores = cores_of(s);
     rank.start = p.launch_s;
-    rank.proxy_polls = s.proxy_polls && topo.num_nodes > 1 && rank.slots < s.slots;
+    rank.proxy_polls = s.proxy_polls && topo.num_nodes > 1;
     ranks.push_back(std::move(rank));
   }
   return ranks;

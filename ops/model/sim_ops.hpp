@@ -25,9 +25,9 @@ struct SimSetup {
   /// Cores each rank gets (0: cus). Less than one when the ranks outnumber the cores (the
   /// emulated cluster's nodes on this machine's two cores).
   double cpu_share = 0;
-  /// Fused across nodes: the proxy WG takes a share of the cores for the whole kernel (it polls
-  /// MPI: a thread of the rank on this CPU device), besides the CPU of each receive. An upper
-  /// bound: the real proxy backs off (spins, then sleeps) while nothing arrives.
+  /// Fused across nodes: the proxy (the host thread) takes a share of the cores for the whole
+  /// kernel (it polls MPI), besides the CPU of each receive. An upper bound: the real proxy backs
+  /// off (sleeps) while nothing arrives.
   bool proxy_polls = false;
   OpOptions options;
   int ranks() const { return nodes * ranks_per_node; }

@@ -86,7 +86,7 @@ TEST(Sim, OversubscribedCoreSerialisesDisjointPairs) {
   EXPECT_NEAR(run(4), 2 * kMs, 1e-9);
 }
 
-// A polling proxy WG shares the core with the slot while the kernel runs: a 1 ms tile on one core
+// A polling proxy shares the core with the slot while the kernel runs: a 1 ms tile on one core
 // takes 2 ms; a rank without tasks has no kernel, so nothing polls.
 TEST(Sim, PollingProxySharesTheCores) {
   std::vector<SimRank> ranks(2);
