@@ -93,16 +93,24 @@ model::PathCost path_cost(const Points& time, const Points& send, const Points& 
   return pc;
 }
 
+// Called before every point of a compute sweep: a barrier, so that every rank of the job measures
+// the same shape at the same time, as an operator's ranks run the same kernel at once (they share
+// memory bandwidth and caches; unsynchronised, a rank timed 1 MiB GEMV tiles at 8 GB/s while its
+// partner streamed 16 MiB ones and 17 GB/s otherwise).
+using Sync = std::function<void()>;
+
 // Weights far larger than the caches, walked through so every tile reads memory as a real call's
 // tiles do (a call streams W once).
 constexpr std::size_t kStreamFloats = std::size_t{24} << 20;  // 96 MiB
 
-Fit calibrate_gemv(std::vector<float>& big) {
+Fit calibrate_gemv(std::vector<float>& big, const Sync& sync) {
   Points pts;
   std::vector<float> x(8192, 1.0f), y(4096);
-  for (std::size_t rows : {16, 64, 256, 1024})
+  for (std::size_t rows : {16, 64, 256, 1024, 4096})
     for (std::size_t k : {16, 64, 256, 1024, 4096}) {
+      if (rows * k > (std::size_t{4} << 20)) continue;  // 16 MiB of W at most
       const std::size_t elems = rows * k, slots = kStreamFloats / elems;
+      sync();
       const double t = time_median(31, [&](int r) {
         const float* w = big.data() + (static_cast<std::size_t>(r) % slots) * elems;
         kernels::gemv_f32_operator(w, rows, k, x.data(), y.data());
@@ -112,7 +120,7 @@ Fit calibrate_gemv(std::vector<float>& big) {
   return pts.fit(3);
 }
 
-Fit calibrate_embedding(std::vector<float>& big) {
+Fit calibrate_embedding(std::vector<float>& big, const Sync& sync) {
   Points pts;
   constexpr int kReps = 31;
   std::vector<std::int64_t> idx, off;
@@ -138,6 +146,7 @@ Fit calibrate_embedding(std::vector<float>& big) {
         job.dim = dim;
         job.dst = out.data();
         job.stride = dim;
+        sync();
         const double t = time_median(kReps, [&](int r) {
           job.indices = idx.data() + static_cast<std::size_t>(r) * n;
           kernels::embedding_pool().f32(big.data(), job);
@@ -147,7 +156,7 @@ Fit calibrate_embedding(std::vector<float>& big) {
   return pts.fit(3);
 }
 
-Fit calibrate_gemm() {
+Fit calibrate_gemm(const Sync& sync) {
   Points pts;
   for (std::size_t k : {64, 256})
     for (std::size_t n : {64, 256, 1024}) {  // packed weights 16 KiB .. 1 MiB (past L2)
@@ -156,6 +165,7 @@ Fit calibrate_gemm() {
       w.reset(1, k, n);
       w.pack(0, b.data(), n, 0, w.panels());
       for (std::size_t rows : {8, 32, 128, 256}) {
+        sync();
         const double t = time_median(
             31, [&](int) { kernels::gemm_tile(a.data(), k, rows, w, 0, 0, n, c.data(), n); });
         pts.add(double(rows), double(rows * k * n), t);
@@ -164,10 +174,11 @@ Fit calibrate_gemm() {
   return pts.fit(3);
 }
 
-Fit calibrate_reduce() {
+Fit calibrate_reduce(const Sync& sync) {
   Points pts;
   std::vector<float> x(1 << 18, 1.0f), y(1 << 18, 0.0f);
   for (std::size_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18}) {
+    sync();
     const double t = time_median(31, [&](int) {
       for (std::size_t i = 0; i < n; ++i)
         y[i] += x[i];
@@ -359,16 +370,17 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   p.ranks = topo.size;
   p.nodes = topo.num_nodes;
   {
-    // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way).
+    // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way), point by
+    // point (Sync).
     std::vector<float> big(kStreamFloats);
     for (std::size_t i = 0; i < big.size(); ++i)
       big[i] = static_cast<float>(i % 7) * 0.25f;
-    barrier(comm);
-    p.gemv = calibrate_gemv(big);
-    p.embedding = calibrate_embedding(big);
+    const Sync sync = [&] { barrier(comm); };
+    p.gemv = calibrate_gemv(big, sync);
+    p.embedding = calibrate_embedding(big, sync);
+    p.gemm = calibrate_gemm(sync);
+    p.reduce = calibrate_reduce(sync);
   }
-  p.gemm = calibrate_gemm();
-  p.reduce = calibrate_reduce();
   barrier(comm);
   // Paths: on-node (shared segment) with local rank 1; MPI with the first off-node rank, else
   // (one node) with rank 1 through MPI's own on-node transport.
