@@ -95,8 +95,8 @@ model::PathCost path_cost(const Points& time, const Points& send, const Points& 
 
 // Called before every point of a compute sweep: a barrier, so that every rank of the job measures
 // the same shape at the same time, as an operator's ranks run the same kernel at once (they share
-// memory bandwidth and caches; unsynchronised, a rank timed 1 MiB GEMV tiles at 8 GB/s while its
-// partner streamed 16 MiB ones and 17 GB/s otherwise).
+// memory bandwidth and caches; unsynchronised, the two ranks of np 2 timed the same GEMV tile up
+// to 2.3x apart, each meeting its partner's sweep at another shape).
 using Sync = std::function<void()>;
 
 // Weights far larger than the caches, walked through so every tile reads memory as a real call's
