@@ -17,7 +17,8 @@ core); the layout column then says which.
                             [--steps N] [--cpus split[,shared]]
 
 --mode auto compares Mode::Auto with sequential and adds the mode(s) Auto settled on (it tries
-the modes on a context's first 12 calls, so give it --steps 30 or more).
+the modes on a context's first 12 calls, up to 30 when they are close, so give it --steps 40 or
+more).
 """
 import argparse
 import os

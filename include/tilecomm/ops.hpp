@@ -33,8 +33,9 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// Auto without a profile: the context's first calls try sequential, shaped and fused in turn (one
 /// warm-up round, then OpOptions::auto_rounds measured rounds); then every rank settles on the same
 /// mode for good: the one with the lowest median of the slowest rank's call time, where a mode
-/// other than sequential must beat sequential by 5 % (noise margin). Settling costs one small
-/// AllReduce, once.
+/// other than sequential must beat sequential by 5 % (noise margin). When another mode's fastest
+/// trial call was no slower than that mode's median (not clear), it first runs auto_rounds more
+/// rounds, at most twice. Settling costs one small AllReduce per decision.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
 /// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
 /// calls with an explicit mode in between are neither timed nor counted.
@@ -102,8 +103,8 @@ struct OpOptions {
   /// only Auto). Auto picks OneShot for small outputs (latency-bound calls such as decode), TwoShot
   /// above; see the operator's header. Must be equal on every rank.
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
-  /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1. Must be equal
-  /// on every rank.
+  /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1 (up to 3x as
+  /// many when the result is not clear). Must be equal on every rank.
   int auto_rounds = 3;
   /// Mode::Auto's cost profile: "" = the file TILECOMM_PROFILE names, else the default path
   /// ($XDG_CACHE_HOME or ~/.cache, tilecomm/profile-<host>-<version>.json) if that file exists (a

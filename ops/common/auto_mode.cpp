@@ -33,6 +33,18 @@ Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> mod
   return kAutoCandidates[best];
 }
 
+bool auto_choice_is_clear(std::span<const double> slowest, std::span<const Mode> modes,
+                          Mode winner) {
+  std::vector<double> mine;
+  for (std::size_t i = 0; i < slowest.size() && i < modes.size(); ++i)
+    if (modes[i] == winner) mine.push_back(slowest[i]);
+  if (mine.empty()) return true;
+  const double typical = median(std::move(mine));
+  for (std::size_t i = 0; i < slowest.size() && i < modes.size(); ++i)
+    if (modes[i] != winner && slowest[i] <= typical) return false;
+  return true;
+}
+
 void AutoMode::set_candidates(std::vector<Mode> modes) {
   candidates_ = std::move(modes);
   if (candidates_.size() == 1) choice_ = candidates_.front();

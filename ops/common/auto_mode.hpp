@@ -13,8 +13,9 @@
 // otherwise a call would be charged the ranks' exit skew of the call before it (fused calls let
 // ranks leave unevenly; that was charged to sequential, which always came next). After the last
 // one the ranks agree on the slowest rank's time of every measured call (one small AllReduce) and
-// settle on choose_auto_mode() of it. Barriers and the AllReduce are the only communication Auto
-// adds, and only while trying.
+// settle on choose_auto_mode() of it — unless that choice is not clear (auto_choice_is_clear):
+// then `rounds` more rounds follow, at most kAutoExtensions times, and the ranks agree again.
+// Barriers and the AllReduces are the only communication Auto adds, and only while trying.
 #include <cstddef>
 #include <iterator>
 #include <optional>
@@ -39,10 +40,20 @@ inline constexpr double kAutoMargin = 0.05;
 /// earlier candidate).
 Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> modes);
 
+/// How many times Auto may add `rounds` more measured rounds when the trials are not clear.
+inline constexpr int kAutoExtensions = 2;
+
+/// Whether the trials tell `winner` (choose_auto_mode's) apart from every other measured mode: each
+/// other mode's fastest call is slower than the winner's median. Otherwise their calls overlap so
+/// much that three samples a mode can rank them either way (a 5 Gbit/s row settled on shaped at
+/// 1.1-1.3x fused's time), and Auto measures more rounds (AutoMode::extend).
+bool auto_choice_is_clear(std::span<const double> slowest, std::span<const Mode> modes,
+                          Mode winner);
+
 class AutoMode {
  public:
   /// `rounds` measured rounds (>= 1).
-  explicit AutoMode(int rounds) : rounds_(rounds) {}
+  explicit AutoMode(int rounds) : rounds_(rounds), base_rounds_(rounds) {}
   /// Tries only `modes` (a non-empty subset of kAutoCandidates, in its order); before the first
   /// call. One candidate settles on it at once.
   void set_candidates(std::vector<Mode> modes);
@@ -59,11 +70,18 @@ class AutoMode {
   std::vector<double>& samples() { return samples_; }
   const std::vector<Mode>& sample_modes() const { return modes_; }
   void settle(Mode mode) { choice_ = mode; }
+  /// After a last trial call whose result was not clear: `rounds` more measured rounds in the same
+  /// schedule (the samples so far are kept), at most kAutoExtensions times (can_extend()).
+  void extend() {
+    rounds_ += base_rounds_;
+    ++extensions_;
+  }
+  bool can_extend() const { return extensions_ < kAutoExtensions; }
   /// The settled mode; empty while trying.
   std::optional<Mode> choice() const { return choice_; }
 
  private:
-  int rounds_;
+  int rounds_, base_rounds_, extensions_ = 0;
   std::vector<Mode> candidates_{std::begin(kAutoCandidates), std::end(kAutoCandidates)};
   std::size_t calls_ = 0;  // calls recorded, warm-up included
   std::vector<double> samples_;

@@ -171,7 +171,13 @@ void OpContext::run_compute(std::size_t tiles,
 void OpContext::settle_auto(AutoMode& state) {
   std::vector<double>& t = state.samples();
   allreduce(communicator, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
-  state.settle(choose_auto_mode(t, state.sample_modes()));
+  // Every rank has the same numbers now, so every rank makes the same decision. (After an
+  // extension the earlier samples are maxima already: the next AllReduce leaves them as they are.)
+  const Mode winner = choose_auto_mode(t, state.sample_modes());
+  if (!auto_choice_is_clear(t, state.sample_modes(), winner) && state.can_extend())
+    state.extend();
+  else
+    state.settle(winner);
 }
 
 model::Layout OpContext::model_layout() const {

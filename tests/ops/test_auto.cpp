@@ -25,7 +25,7 @@ TEST(AutoMode, GemvTriesEveryModeThenSettlesEverywhere) {
   const int me = comm.rank();
   const std::size_t m = 700, k = 33;
   OpOptions o;
-  o.auto_rounds = 2;  // 3 warm-up calls + 6 measured calls
+  o.auto_rounds = 2;  // 3 warm-up calls + 6 measured calls, + 6 and 6 more if not clear
   GemvAllReduce op(comm, dev, m, k, o);
   std::vector<float> w(m * k), x(k), ref(m), y(m);
   for (std::size_t i = 0; i < w.size(); ++i)
@@ -34,8 +34,13 @@ TEST(AutoMode, GemvTriesEveryModeThenSettlesEverywhere) {
     x[i] = small_int(i + 31 * me);
   op.run(w.data(), x.data(), ref.data(), Mode::Sequential);  // explicit: not counted
   Straggler straggler(dev, 5u + me);
-  for (int call = 0; call < 12; ++call) {
-    EXPECT_EQ(op.auto_choice().has_value(), call >= 9) << "before call " << call;
+  bool settled = false;
+  for (int call = 0; call < 24; ++call) {
+    // Settles after 9, 15 or 21 calls (auto_choice_is_clear), never before 9, then keeps it.
+    if (call < 9) EXPECT_FALSE(op.auto_choice().has_value()) << "before call " << call;
+    if (call == 21) EXPECT_TRUE(op.auto_choice().has_value()) << "before call " << call;
+    if (settled) EXPECT_TRUE(op.auto_choice().has_value()) << "before call " << call;
+    settled = op.auto_choice().has_value();
     std::fill(y.begin(), y.end(), -1.0f);
     straggler.before_call(1500);
     op.run(w.data(), x.data(), y.data(), Mode::Auto);
@@ -67,7 +72,7 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
     const std::size_t size = op.local_batch() * op.num_tables() * dim;
     std::vector<float> ref(size), out(size);
     op.run(tables, bags, ref.data(), Mode::Sequential);
-    for (int call = 0; call < 8; ++call) {
+    for (int call = 0; call < 12; ++call) {  // settled after 6, 9 or 12 (auto_rounds = 1)
       op.run(tables, bags, out.data(), Mode::Auto);
       EXPECT_EQ(out, ref) << "embedding call " << call;
     }
@@ -86,7 +91,7 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
     const auto wp = pointers(w);
     const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
     std::vector<float> y(c.ref.size());
-    for (int call = 0; call < 8; ++call) {
+    for (int call = 0; call < 12; ++call) {  // settled after 6, 9 or 12 (auto_rounds = 1)
       op.run(wp, c.x.data(), c.recv, c.send, y.data(), Mode::Auto);
       EXPECT_EQ(y, c.ref) << "MoE call " << call;
     }

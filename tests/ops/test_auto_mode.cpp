@@ -79,5 +79,43 @@ TEST(AutoModeSchedule, WarmUpRoundThenRotatedMeasuredRoundsThenSettled) {
   EXPECT_EQ(a.samples().size(), 9u);
 }
 
+// Clear: every other mode's fastest call is slower than the winner's median. A close call (one of
+// fused's calls below sequential's median) is not, and neither is a margin win whose runner-up
+// overlaps it.
+TEST(AutoModeChoice, ClearOnlyWhenNoOtherCallBeatsTheWinnersMedian) {
+  const Mode S = Mode::Sequential, H = Mode::Shaped, F = Mode::Fused;
+  const std::vector<Mode> modes = {S, H, F, S, H, F, S, H, F};
+  const std::vector<double> apart = {10, 12, 6, 11, 13, 7, 10, 12, 8};
+  EXPECT_EQ(choose_auto_mode(apart, modes), F);
+  EXPECT_TRUE(auto_choice_is_clear(apart, modes, F));
+  const std::vector<double> close = {10, 12, 9, 11, 13, 10.5, 10, 12, 11};
+  EXPECT_EQ(choose_auto_mode(close, modes), S);  // fused's median 10.5 is not 5 % below 10
+  EXPECT_FALSE(auto_choice_is_clear(close, modes, S));
+  const std::vector<double> overlap = {10, 8, 7, 11, 9, 7.5, 10, 7, 9};
+  EXPECT_EQ(choose_auto_mode(overlap, modes), F);  // 7.5 < 8; shaped's 7 is below it
+  EXPECT_FALSE(auto_choice_is_clear(overlap, modes, F));
+}
+
+// A result that is not clear adds `rounds` measured rounds in the same rotation (the samples so far
+// are kept), at most kAutoExtensions times; then the context settles whatever they show.
+TEST(AutoModeSchedule, AnUnclearResultExtendsTheTrialsAtMostTwice) {
+  AutoMode a(1);
+  int last_calls = 0, extensions = 0;
+  for (int call = 0; call < 20 && !a.choice(); ++call) {
+    if (!a.record(1.0)) continue;
+    last_calls = call + 1;
+    if (a.can_extend()) {
+      a.extend();
+      ++extensions;
+    } else {
+      a.settle(Mode::Fused);
+    }
+  }
+  EXPECT_EQ(extensions, kAutoExtensions);
+  EXPECT_EQ(last_calls, 3 * (1 + 1 + kAutoExtensions));  // warm-up, then 1 + 2 rounds of 3 calls
+  EXPECT_EQ(a.samples().size(), 9u);
+  ASSERT_TRUE(a.choice());
+}
+
 }  // namespace
 }  // namespace tilecomm::detail
