@@ -34,7 +34,6 @@ class HostTimerSlack {
 }  // namespace
 
 void Proxy::reset() {
-  aborted_.store(false, std::memory_order_relaxed);
   {
     std::lock_guard w(wake_mu_);
     hurried_ = false;
@@ -141,10 +140,10 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy,
   // while they wait: it only keeps data moving in the background, so it polls, then sleeps a
   // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning. Once hurried
   // (the call's last send posted, or its last task ended) it polls at the latency policy's pace.
+  bool gave_up = false;
   auto finished = [&] {
-    if (abandoned && abandoned()) abort();
+    if (abandoned && abandoned()) return gave_up = true;
     std::lock_guard lock(progress_mu_);
-    if (aborted_.load(std::memory_order_acquire)) return true;
     progress(wg);
     return done();
   };
@@ -171,7 +170,7 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy,
     ended = finished();
     if (!ended && expired()) break;
   }
-  if (aborted_.load(std::memory_order_acquire)) return wind_down(wg);
+  if (gave_up) return wind_down(wg);
   std::lock_guard lock(progress_mu_);
   if (!ended) fail_timeout();
 }
@@ -179,11 +178,7 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy,
 void Proxy::wind_down(const WorkgroupContext* wg) {
   std::unique_lock lock(progress_mu_);
   progress(wg);  // adopts every send handed over
-  for (std::size_t i = 0; i < recvs_.size(); ++i)
-    if (reqs_[i] != MPI_REQUEST_NULL) {
-      MPI_Cancel(&reqs_[i]);
-      MPI_Request_free(&reqs_[i]);
-    }
+  cancel_pending(recvs_.size());
   const auto until = std::chrono::steady_clock::now() + kSendGrace;
   while (sends_done_ < sends_posted_ && std::chrono::steady_clock::now() < until) {
     lock.unlock();
@@ -194,15 +189,11 @@ void Proxy::wind_down(const WorkgroupContext* wg) {
   cancel_pending();
 }
 
-void Proxy::abort() {
-  aborted_.store(true, std::memory_order_release);
-}
-
-void Proxy::cancel_pending() {
-  for (MPI_Request& r : reqs_)
-    if (r != MPI_REQUEST_NULL) {
-      MPI_Cancel(&r);
-      MPI_Request_free(&r);
+void Proxy::cancel_pending(std::size_t count) {
+  for (std::size_t i = 0; i < std::min(count, reqs_.size()); ++i)
+    if (reqs_[i] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&reqs_[i]);
+      MPI_Request_free(&reqs_[i]);
     }
 }
 

@@ -67,7 +67,7 @@ class Proxy {
   // ---- the host (wg: its trace lane, FusedPlan::host_context(); nullptr: no trace marks) ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s), sleeping
   /// between polls as `policy` says (only its sleep phase is used: the proxy never spins beside the
-  /// compute it serves) until hurry(), then WaitPolicy::latency(). Once abort() was called or
+  /// compute it serves) until hurry(), then WaitPolicy::latency(). Once
   /// `abandoned()` returns true (checked at every poll: the call's kernel has failed and ended, so
   /// no more sends will be posted) it winds down instead and returns: it cancels the pending
   /// receives at once (MPI_Cancel, so nothing lands in the caller's output after the call has
@@ -84,8 +84,6 @@ class Proxy {
   /// How long a winding-down run() lets posted sends complete (eager sends complete within
   /// microseconds; one that needs a receiver that has failed too never would).
   static constexpr std::chrono::milliseconds kSendGrace{100};
-  /// Any thread: run() cancels the requests still pending and returns.
-  void abort();
 
  private:
   struct Recv {
@@ -107,7 +105,9 @@ class Proxy {
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
   [[noreturn]] void fail_timeout();
   void wind_down(const WorkgroupContext* wg);
-  void cancel_pending();  // under progress_mu_
+  // Under progress_mu_: cancels and frees the first `count` requests still pending (receives come
+  // first in reqs_).
+  void cancel_pending(std::size_t count = SIZE_MAX);
 
   MPI_Comm comm_;
   double timeout_s_;
@@ -119,7 +119,6 @@ class Proxy {
   std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)
   std::vector<Posted> handed_;
 
-  std::atomic<bool> aborted_{false};
   std::mutex wake_mu_;  // guards hurried_; run() sleeps on wake_cv_ until hurry()
   std::condition_variable wake_cv_;
   bool hurried_ = false;
