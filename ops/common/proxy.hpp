@@ -82,11 +82,8 @@ class Proxy {
   static inline const WaitPolicy kBackgroundPolicy{
       {}, {}, std::chrono::microseconds(20), std::chrono::microseconds(160), 1, 1};
   /// How long a winding-down run() lets posted sends complete (eager sends complete within
-  /// microseconds on an idle machine; one that needs a receiver that has failed too never would).
-  /// 1 s: with 100 ms, under the test suite's load (3 ranks on 2 cores beside other jobs), a
-  /// header was once cancelled before it left, and its peer timed out instead of reporting the
-  /// Mismatch (AllToAllSkew.GemmMismatchWithoutVerifyMode, np 3, in a clean-clone CI run).
-  static constexpr std::chrono::milliseconds kSendGrace{1000};
+  /// microseconds; one that needs a receiver that has failed too never would).
+  static constexpr std::chrono::milliseconds kSendGrace{100};
 
  private:
   struct Recv {
