@@ -46,9 +46,9 @@ std::size_t shm_bytes_of(const CommConfig& config) {
 }  // namespace
 
 CommHandles::~CommHandles() {
-  if (cross_mpi != MPI_COMM_NULL) MPI_Comm_free(&cross_mpi);
-  if (node_mpi != MPI_COMM_NULL) MPI_Comm_free(&node_mpi);
-  if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
+  free_comm(cross_mpi, failed);
+  free_comm(node_mpi, failed);
+  free_comm(mpi, failed);
 }
 
 Topology CommImpl::connect(CommHandles& handles, MPI_Comm user, const CommConfig& config) {
@@ -85,6 +85,8 @@ CommImpl::CommImpl(MPI_Comm user, const CommConfig& config)
 void CommImpl::mark_failed(const std::string& why) {
   std::lock_guard lock(failure_mu_);
   if (failure_.empty()) failure_ = why;
+  failed = true;
+  verifier.retire();
 }
 
 void CommImpl::refuse_if_failed(std::string_view what) const {

@@ -26,7 +26,8 @@ namespace tilecomm::detail {
 /// member of CommImpl built on them (the shared window, the verifier's duplicate, the queue).
 struct CommHandles {
   CommHandles() = default;
-  /// Frees cross_mpi, node_mpi and mpi, in that order.
+  /// Frees cross_mpi, node_mpi and mpi, in that order; keeps them allocated once `failed`
+  /// (free_comm()).
   ~CommHandles();
   CommHandles(const CommHandles&) = delete;
   CommHandles& operator=(const CommHandles&) = delete;
@@ -37,6 +38,8 @@ struct CommHandles {
   MPI_Comm node_mpi = MPI_COMM_NULL;
   /// The ranks with this local rank on every node, in node order.
   MPI_Comm cross_mpi = MPI_COMM_NULL;
+  /// Set by CommImpl::mark_failed().
+  bool failed = false;
 };
 
 struct CommImpl : CommHandles {

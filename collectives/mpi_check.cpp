@@ -17,4 +17,10 @@ void mpi_check(int rc, const char* what) {
   throw Error(ErrorCode::MpiError, fmt::format("{} failed: {}", what, std::string(text, len)));
 }
 
+void free_comm(MPI_Comm& comm, bool failed) {
+  if (comm == MPI_COMM_NULL) return;
+  if (!failed) MPI_Comm_free(&comm);
+  comm = MPI_COMM_NULL;
+}
+
 }  // namespace tilecomm::detail

@@ -266,7 +266,7 @@ Verifier::Verifier(MPI_Comm world, bool requested) {
 }
 
 Verifier::~Verifier() {
-  if (mpi_ != MPI_COMM_NULL) MPI_Comm_free(&mpi_);
+  free_comm(mpi_, retired_);
 }
 
 void verify_call(CommImpl& comm, CallFingerprint fp, const CollArgs* args) {

@@ -65,7 +65,7 @@ class Verifier {
   /// Collective over `world`: verify mode is on for every rank when any rank `requested` it (a
   /// rank that skipped the exchange would hang); then duplicates `world` for the fingerprints.
   Verifier(MPI_Comm world, bool requested);
-  /// Frees the duplicate.
+  /// Frees the duplicate, unless retire() was called (free_comm()).
   ~Verifier();
   Verifier(const Verifier&) = delete;
   Verifier& operator=(const Verifier&) = delete;
@@ -77,10 +77,13 @@ class Verifier {
   std::uint64_t next_call() { return ++calls_; }
   /// Send buffer of the last fingerprint: 64 bytes that outlive a timed-out exchange.
   std::byte* send_buffer() { return send_buffer_; }
+  /// The communicator failed: fingerprints may still be in flight, so the duplicate is never freed.
+  void retire() { retired_ = true; }
 
  private:
   MPI_Comm mpi_ = MPI_COMM_NULL;
   std::uint64_t calls_ = 0;
+  bool retired_ = false;
   alignas(64) std::byte send_buffer_[sizeof(CallFingerprint)] = {};
 };
 

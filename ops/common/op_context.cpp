@@ -62,7 +62,7 @@ OpContext::~OpContext() {
     MPI_Type_free(&type);
   proxy_.reset();
   segment_.reset();
-  if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
+  free_comm(mpi, !failure_.empty());  // a failed call's stale messages must not reach the next
 }
 
 void OpContext::invalid(const std::string& what) const {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <thread>
 
 #include "collectives/comm_impl.hpp"
@@ -55,6 +56,7 @@ void Proxy::start() {
   send_peer_.clear();
   recvs_left_ = recvs_.size();
   sends_posted_ = sends_done_ = 0;
+  winding_down_ = false;
   for (std::size_t i = 0; i < recvs_.size(); ++i) {
     const Recv& r = recvs_[i];
     mpi_check(MPI_Irecv(r.buf, r.count, r.type, r.src, r.tag, comm_, &reqs_[i]), "MPI_Irecv");
@@ -97,8 +99,10 @@ bool Proxy::progress(const WorkgroupContext* wg) {
     const auto i = static_cast<std::size_t>(done_idx_[j]);
     if (i < recvs_.size()) {
       const Recv& r = recvs_[i];
-      r.flags->signal(r.idx, r.value);
-      if (wg != nullptr) wg->mark("tile received", r.tag, r.src);
+      if (!winding_down_) {
+        r.flags->signal(r.idx, r.value);
+        if (wg != nullptr) wg->mark("tile received", r.tag, r.src);
+      }
       --recvs_left_;
     } else {
       if (wg != nullptr) wg->mark("tile sent", -1, send_peer_[i - recvs_.size()]);
@@ -141,10 +145,16 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy,
   // little (TCP keeps flowing from the socket buffers meanwhile) instead of spinning. Once hurried
   // (the call's last send posted, or its last task ended) it polls at the latency policy's pace.
   bool gave_up = false;
+  std::exception_ptr mpi_error;  // an MPI error completing a request (e.g. a truncated receive)
   auto finished = [&] {
     if (abandoned && abandoned()) return gave_up = true;
     std::lock_guard lock(progress_mu_);
-    progress(wg);
+    try {
+      progress(wg);
+    } catch (const Error&) {
+      mpi_error = std::current_exception();
+      return true;
+    }
     return done();
   };
   using clock = std::chrono::steady_clock;
@@ -170,44 +180,46 @@ void Proxy::run(const WorkgroupContext* wg, const WaitPolicy& policy,
     ended = finished();
     if (!ended && expired()) break;
   }
-  if (gave_up) return wind_down(wg);
-  std::lock_guard lock(progress_mu_);
-  if (!ended) fail_timeout();
+  if (ended && !gave_up && !mpi_error) return;
+  std::string what;
+  if (!ended) {
+    std::lock_guard lock(progress_mu_);
+    what = pending_what();
+  }
+  wind_down(wg);
+  if (mpi_error) std::rethrow_exception(mpi_error);
+  if (!gave_up)
+    throw Error(ErrorCode::Timeout,
+                fmt::format("{} proxy: waited {} s for {}", op_, timeout_s_, what));
 }
 
 void Proxy::wind_down(const WorkgroupContext* wg) {
   std::unique_lock lock(progress_mu_);
-  progress(wg);  // adopts every send handed over
-  cancel_pending(recvs_.size());
+  winding_down_ = true;
+  for (std::size_t i = 0; i < recvs_.size(); ++i)
+    if (reqs_[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs_[i]);
   const auto until = std::chrono::steady_clock::now() + kSendGrace;
-  while (sends_done_ < sends_posted_ && std::chrono::steady_clock::now() < until) {
-    lock.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-    lock.lock();
-    progress(wg);
-  }
-  cancel_pending();
-}
-
-void Proxy::cancel_pending(std::size_t count) {
-  for (std::size_t i = 0; i < std::min(count, reqs_.size()); ++i)
-    if (reqs_[i] != MPI_REQUEST_NULL) {
-      MPI_Cancel(&reqs_[i]);
-      MPI_Request_free(&reqs_[i]);
+  try {
+    progress(wg);  // adopts every send handed over
+    while ((recvs_left_ > 0 || sends_done_ < sends_posted_) &&
+           std::chrono::steady_clock::now() < until) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lock.lock();
+      progress(wg);
     }
+  } catch (const Error&) {  // the call has failed already; this is not its cause
+  }
+  for (MPI_Request& r : reqs_)
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
 }
 
-void Proxy::fail_timeout() {
-  std::string what;
-  for (std::size_t i = 0; i < recvs_.size() && what.empty(); ++i)
+std::string Proxy::pending_what() const {
+  for (std::size_t i = 0; i < recvs_.size(); ++i)
     if (reqs_[i] != MPI_REQUEST_NULL)
-      what = fmt::format("tile (tag {}) from rank {}", recvs_[i].tag, recvs_[i].src);
-  if (what.empty())
-    what = fmt::format("{} of {} sends to complete ({} posted)", expected_sends_ - sends_done_,
-                       expected_sends_, sends_posted_);
-  cancel_pending();
-  throw Error(ErrorCode::Timeout,
-              fmt::format("{} proxy: waited {} s for {}", op_, timeout_s_, what));
+      return fmt::format("tile (tag {}) from rank {}", recvs_[i].tag, recvs_[i].src);
+  return fmt::format("{} of {} sends to complete ({} posted)", expected_sends_ - sends_done_,
+                     expected_sends_, sends_posted_);
 }
 
 }  // namespace tilecomm::detail

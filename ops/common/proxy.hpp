@@ -69,11 +69,8 @@ class Proxy {
   /// between polls as `policy` says (only its sleep phase is used: the proxy never spins beside the
   /// compute it serves) until hurry(), then WaitPolicy::latency(). Once
   /// `abandoned()` returns true (checked at every poll: the call's kernel has failed and ended, so
-  /// no more sends will be posted) it winds down instead and returns: it cancels the pending
-  /// receives at once (MPI_Cancel, so nothing lands in the caller's output after the call has
-  /// failed), gives the sends already posted up to kSendGrace to complete — a peer learns of the
-  /// failure from them (GemmAllToAll's per-call headers): cancelled at once, a header that had not
-  /// left yet left that peer waiting for the whole deadline — and cancels the rest.
+  /// no more sends will be posted) it winds down (wind_down()) and returns; on its deadline it
+  /// winds down, then raises Error(Timeout).
   void run(const WorkgroupContext* wg, const WaitPolicy& policy = kBackgroundPolicy,
            const std::function<bool()>& abandoned = {});
   /// The proxy's pace beside the WGs it serves, which post their own sends and poll MPI while they
@@ -81,8 +78,8 @@ class Proxy {
   /// another rank's, lacks (TCP keeps flowing from the socket buffers meanwhile).
   static inline const WaitPolicy kBackgroundPolicy{
       {}, {}, std::chrono::microseconds(20), std::chrono::microseconds(160), 1, 1};
-  /// How long a winding-down run() lets posted sends complete (eager sends complete within
-  /// microseconds; one that needs a receiver that has failed too never would).
+  /// How long a winding-down run() lets posted sends and cancelled receives complete (eager sends
+  /// complete within microseconds; one that needs a receiver that has failed too never would).
   static constexpr std::chrono::milliseconds kSendGrace{100};
 
  private:
@@ -103,11 +100,16 @@ class Proxy {
   // anything happened.
   bool progress(const WorkgroupContext* wg);
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
-  [[noreturn]] void fail_timeout();
+  // Under progress_mu_: what the call still waits for, for the Timeout's message.
+  std::string pending_what() const;
+  // The call failed. Cancels the pending receives (so nothing lands in the caller's output after
+  // the call has returned) and gives them and the posted sends up to kSendGrace to complete: a
+  // peer learns of the failure from those sends (GemmAllToAll's per-call headers), and a receive
+  // that had matched already completes instead of cancelling. Then it frees what is left. Sends
+  // are never cancelled: Open MPI's ob1 cannot cancel a send, and one still pending then needs a
+  // receiver that will never match it; the context's communicator is kept allocated after a
+  // failure (free_comm()), so it stays unmatched.
   void wind_down(const WorkgroupContext* wg);
-  // Under progress_mu_: cancels and frees the first `count` requests still pending (receives come
-  // first in reqs_).
-  void cancel_pending(std::size_t count = SIZE_MAX);
 
   MPI_Comm comm_;
   double timeout_s_;
@@ -129,6 +131,7 @@ class Proxy {
   std::vector<int> done_idx_;
   std::vector<Posted> batch_;
   std::size_t recvs_left_ = 0, sends_posted_ = 0, sends_done_ = 0;
+  bool winding_down_ = false;  // completed receives are cancelled ones, or land in a failed call
 };
 
 }  // namespace tilecomm::detail
