@@ -91,11 +91,30 @@ bool Proxy::progress(const WorkgroupContext* wg) {
   batch_.clear();
   if (reqs_.empty()) return progressed;
   if (done_idx_.size() < reqs_.size()) done_idx_.resize(reqs_.size());
-  int outcount = 0;
-  mpi_check(MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount, done_idx_.data(),
-                         MPI_STATUSES_IGNORE),
-            "MPI_Testsome");
-  for (int j = 0; j < outcount && outcount != MPI_UNDEFINED; ++j) {
+  // Open MPI's MPI_Testsome either reports the requests already complete or, finding none,
+  // progresses MPI once and returns none: what that progress completed would wait for the next
+  // poll (the background proxy's is 20-160 us away; an off-node owner's inputs landed one per
+  // poll). So a call that progressed is followed by one that reports: up to three calls, ending
+  // after the second that finds nothing.
+  bool progressed_mpi = false;
+  for (int call = 0; call < 3; ++call) {
+    int outcount = 0;
+    mpi_check(MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount,
+                           done_idx_.data(), MPI_STATUSES_IGNORE),
+              "MPI_Testsome");
+    if (outcount == MPI_UNDEFINED) break;  // nothing pending
+    complete(wg, outcount);
+    progressed = progressed || outcount > 0;
+    if (outcount == 0) {
+      if (progressed_mpi) break;
+      progressed_mpi = true;
+    }
+  }
+  return progressed;
+}
+
+void Proxy::complete(const WorkgroupContext* wg, int outcount) {
+  for (int j = 0; j < outcount; ++j) {
     const auto i = static_cast<std::size_t>(done_idx_[j]);
     if (i < recvs_.size()) {
       const Recv& r = recvs_[i];
@@ -108,9 +127,7 @@ bool Proxy::progress(const WorkgroupContext* wg) {
       if (wg != nullptr) wg->mark("tile sent", -1, send_peer_[i - recvs_.size()]);
       ++sends_done_;
     }
-    progressed = true;
   }
-  return progressed;
 }
 
 void Proxy::poll(const WorkgroupContext& wg) {

@@ -99,6 +99,8 @@ class Proxy {
   // Under progress_mu_: adopts handed-over sends, completes what MPI has finished. True if
   // anything happened.
   bool progress(const WorkgroupContext* wg);
+  // Under progress_mu_: raises the flags of the first `outcount` requests in done_idx_.
+  void complete(const WorkgroupContext* wg, int outcount);
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
   // Under progress_mu_: what the call still waits for, for the Timeout's message.
   std::string pending_what() const;
