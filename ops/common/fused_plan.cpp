@@ -136,8 +136,9 @@ void FusedPlan::run(const TaskFn& body) {
     } catch (...) {
       // The first failure is the cause: a task's, if one had failed before the proxy's (which is
       // then a Timeout: the proxy waited for tiles the failed kernel never sent), else the
-      // proxy's (e.g. an MPI error, after which the kernel's waits time out).
+      // proxy's (e.g. an MPI error; the kernel's waits for off-node tiles then end at once).
       const bool kernel_first = failed.load(std::memory_order_acquire);
+      proxy->abort_waits();  // WGs waiting for tiles the failed proxy will not bring stop now
       try {
         ctx_.compute_stream.synchronize();
       } catch (...) {

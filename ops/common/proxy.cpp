@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <thread>
 
@@ -57,6 +58,7 @@ void Proxy::start() {
   recvs_left_ = recvs_.size();
   sends_posted_ = sends_done_ = 0;
   winding_down_ = false;
+  waits_aborted_.store(false, std::memory_order_relaxed);
   for (std::size_t i = 0; i < recvs_.size(); ++i) {
     const Recv& r = recvs_[i];
     mpi_check(MPI_Irecv(r.buf, r.count, r.type, r.src, r.tag, comm_, &reqs_[i]), "MPI_Irecv");
@@ -90,7 +92,10 @@ bool Proxy::progress(const WorkgroupContext* wg) {
   }
   batch_.clear();
   if (reqs_.empty()) return progressed;
-  if (done_idx_.size() < reqs_.size()) done_idx_.resize(reqs_.size());
+  if (done_idx_.size() < reqs_.size()) {
+    done_idx_.resize(reqs_.size());
+    statuses_.resize(reqs_.size());
+  }
   // Open MPI's MPI_Testsome either reports the requests already complete or, finding none,
   // progresses MPI once and returns none: what that progress completed would wait for the next
   // poll (the background proxy's is 20-160 us away; an off-node owner's inputs landed one per
@@ -99,11 +104,13 @@ bool Proxy::progress(const WorkgroupContext* wg) {
   bool progressed_mpi = false;
   for (int call = 0; call < 3; ++call) {
     int outcount = 0;
-    mpi_check(MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount,
-                           done_idx_.data(), MPI_STATUSES_IGNORE),
-              "MPI_Testsome");
+    const int rc = MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount,
+                                done_idx_.data(), statuses_.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) mpi_check(rc, "MPI_Testsome");
     if (outcount == MPI_UNDEFINED) break;  // nothing pending
-    complete(wg, outcount);
+    // The statuses' MPI_ERROR fields are defined only with MPI_ERR_IN_STATUS.
+    complete(wg, outcount, rc == MPI_ERR_IN_STATUS);
+    if (rc == MPI_ERR_IN_STATUS) fail_request(outcount);
     progressed = progressed || outcount > 0;
     if (outcount == 0) {
       if (progressed_mpi) break;
@@ -113,8 +120,9 @@ bool Proxy::progress(const WorkgroupContext* wg) {
   return progressed;
 }
 
-void Proxy::complete(const WorkgroupContext* wg, int outcount) {
+void Proxy::complete(const WorkgroupContext* wg, int outcount, bool errors) {
   for (int j = 0; j < outcount; ++j) {
+    if (errors && statuses_[j].MPI_ERROR != MPI_SUCCESS) continue;  // left for fail_request
     const auto i = static_cast<std::size_t>(done_idx_[j]);
     if (i < recvs_.size()) {
       const Recv& r = recvs_[i];
@@ -130,6 +138,30 @@ void Proxy::complete(const WorkgroupContext* wg, int outcount) {
   }
 }
 
+void Proxy::fail_request(int outcount) const {
+  for (int j = 0; j < outcount; ++j) {
+    const int err = statuses_[j].MPI_ERROR;
+    if (err == MPI_SUCCESS) continue;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0, cls = 0;
+    MPI_Error_string(err, text, &len);
+    MPI_Error_class(err, &cls);
+    const auto i = static_cast<std::size_t>(done_idx_[j]);
+    const std::string what =
+        i < recvs_.size()
+            ? fmt::format("receiving tile (tag {}) from rank {}", recvs_[i].tag, recvs_[i].src)
+            : fmt::format("sending to rank {}", send_peer_[i - recvs_.size()]);
+    throw Error(ErrorCode::MpiError,
+                fmt::format("{} proxy: {} failed: {}{}", op_, what, std::string(text, len),
+                            cls == MPI_ERR_TRUNCATE
+                                ? " (the message is longer than the receive posted for it: "
+                                  "the ranks disagree on this call's sizes or counts)"
+                                : ""));
+  }
+  mpi_check(MPI_ERR_IN_STATUS, "MPI_Testsome");  // no status named the error
+  std::abort();                                  // unreachable: mpi_check threw
+}
+
 void Proxy::poll(const WorkgroupContext& wg) {
   std::unique_lock lock(progress_mu_, std::try_to_lock);
   if (lock.owns_lock()) progress(&wg);
@@ -139,6 +171,9 @@ void Proxy::wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t
                  std::uint32_t value, const char* what, const WaitPolicy& policy) {
   auto arrived = [&] {
     if (flags.test(idx, value)) return true;
+    if (waits_aborted_.load(std::memory_order_acquire))
+      throw Error(ErrorCode::MpiError,
+                  fmt::format("{} {}: the call's MPI proxy failed; not waiting for it", what, idx));
     poll(wg);  // progress never depends on the host thread getting a core
     return false;
   };

@@ -54,7 +54,8 @@ class Proxy {
   /// host thread getting a core.
   void poll(const WorkgroupContext& wg);
   /// Waits (pausing as `policy` says, polling MPI) until flags[idx] reaches value; Error(Timeout)
-  /// whose message starts with `what` (which names the operator).
+  /// whose message starts with `what` (which names the operator), or Error(MpiError) at once after
+  /// abort_waits().
   void wait(const WorkgroupContext& wg, const TileFlags& flags, std::size_t idx,
             std::uint32_t value, const char* what, const WaitPolicy& policy);
 
@@ -63,6 +64,10 @@ class Proxy {
   /// WaitPolicy::latency() says. Without it the call's end waited up to a whole background sleep
   /// (160 us) for the proxy to see its last send complete. Any thread; idempotent per call.
   void hurry();
+  /// The call has failed in run() (an MPI error, the proxy's deadline): every wait() of this call
+  /// raises at once instead of waiting for a tile that will not come until its own deadline (a
+  /// truncated receive left the WG waiting for it 300 s by default). Any thread; until start().
+  void abort_waits() { waits_aborted_.store(true, std::memory_order_release); }
 
   // ---- the host (wg: its trace lane, FusedPlan::host_context(); nullptr: no trace marks) ----
   /// Progresses until every expected receive and send has completed (deadline timeout_s), sleeping
@@ -99,8 +104,12 @@ class Proxy {
   // Under progress_mu_: adopts handed-over sends, completes what MPI has finished. True if
   // anything happened.
   bool progress(const WorkgroupContext* wg);
-  // Under progress_mu_: raises the flags of the first `outcount` requests in done_idx_.
-  void complete(const WorkgroupContext* wg, int outcount);
+  // Under progress_mu_: raises the flags of the first `outcount` requests in done_idx_ (with
+  // `errors`, only those whose status has no error).
+  void complete(const WorkgroupContext* wg, int outcount, bool errors);
+  // Under progress_mu_, after MPI_ERR_IN_STATUS: Error(MpiError) naming the first failed request
+  // (the tile and peer; a truncated receive says the ranks disagree on sizes).
+  [[noreturn]] void fail_request(int outcount) const;
   bool done() const { return recvs_left_ == 0 && sends_done_ == expected_sends_; }
   // Under progress_mu_: what the call still waits for, for the Timeout's message.
   std::string pending_what() const;
@@ -119,6 +128,7 @@ class Proxy {
   std::vector<Recv> recvs_;
   std::size_t expected_sends_ = 0;
   std::atomic<std::size_t> sends_handed_{0};  // send() calls of this call, by any WG
+  std::atomic<bool> waits_aborted_{false};
 
   std::mutex queue_mu_;  // guards handed_ (never held across an MPI call)
   std::vector<Posted> handed_;
@@ -131,6 +141,7 @@ class Proxy {
   std::vector<MPI_Request> reqs_;  // [0, recvs) receives, then sends in hand-over order
   std::vector<int> send_peer_;
   std::vector<int> done_idx_;
+  std::vector<MPI_Status> statuses_;
   std::vector<Posted> batch_;
   std::size_t recvs_left_ = 0, sends_posted_ = 0, sends_done_ = 0;
   bool winding_down_ = false;  // completed receives are cancelled ones, or land in a failed call

@@ -433,6 +433,36 @@ TEST(AllToAllSkew, FailedCallsLeaveNothingForTheNextCommunicator) {
     }
 }
 
+// A proxy that fails (here: a dispatched input longer than the receive its owner posted, an MPI
+// truncation error) ends the call at once: the owner's WG that waits for that input stops too,
+// instead of waiting for the communicator's whole deadline (60 s here; it did before).
+TEST(AllToAllSkew, GemmLayerTruncatedInputEndsTheCallAtOnce) {
+  const int p = test::world_size(), me = test::world_rank();
+  if (p != 2) GTEST_SKIP() << "two ranks: both end at once (rank 0 by the header's mismatch)";
+  Communicator comm(MPI_COMM_WORLD, unverified(1, 60.0));
+  Device dev(test_device_config());
+  GemmAllToAll op(comm, dev, 1, 4, 4, 100, 100);
+  std::vector<std::size_t> recv(p, 1), send(op.num_experts(), 1);
+  if (me == 0) send[1] = 2;  // rank 1 expects 1 row: rank 0's 2-row input is truncated there
+  std::vector<float> x(100 * 4, 1.0f), y(100 * 4), w(16, 1.0f);
+  const std::vector<const float*> wp = {w.data()};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string code = "OK", what;
+  try {
+    op.run_layer(wp, x.data(), recv, send, y.data(), Mode::Fused);
+  } catch (const Error& e) {
+    code = to_string(e.code());
+    what = e.what();
+  }
+  EXPECT_LT(seconds_since(t0), 10.0) << code << ": " << what;
+  if (me == 0)
+    EXPECT_EQ(code, "Mismatch") << what;
+  else if (code == "MpiError")
+    EXPECT_NE(what.find("receiving tile (tag"), std::string::npos) << what;
+  else
+    EXPECT_EQ(code, "Mismatch") << what;
+}
+
 // The first fused run_layer call maps the dispatch inputs' shared memory (a blocking collective
 // allocation). Without verify mode, a rank that raises on a bad argument before that call moves
 // anything must leave its peers a Timeout within the deadline, never a hang in the allocation.
