@@ -75,11 +75,15 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
                 "--modes auto: fused_perf times the fixed modes side by side (auto picks one of "
                 "them after its first calls)");
   std::vector<double> tc, tm, tcc, tmc, tmode[3], tauto;
-  // --auto: a context of its own, called with Mode::Auto until it settles (its trial calls, as a
-  // user's first calls; not timed), then timed in the rounds below like the fixed modes.
-  std::size_t auto_variant = 0;
+  // --auto: Mode::Auto on the fixed modes' context (Auto keeps its own state per context; fixed
+  // calls do not touch it), called until it settles (its trial calls, as a user's first calls;
+  // not timed), then timed in the rounds below like the fixed modes. On the same context because
+  // a second one doubles the buffers the rounds walk through: at the gemm_alltoall shm row (about
+  // 8 MiB of shared inboxes and 2 MiB of results per rank and context, 32 MiB of L3) a second
+  // context made its calls and compute_only() 2.3x and 3x slower in 2 of 3 runs, which Auto alone
+  // was charged for (docs/model.md).
+  const std::size_t auto_variant = 0;
   if (o.auto_mode) {
-    auto_variant = bench->add_variant(oo);
     const AutoSettled settled = settle_auto(*bench, auto_variant);
     row.auto_choice = std::string(to_string(settled.mode));
     row.auto_trials = settled.trials;
