@@ -122,17 +122,20 @@ bool Proxy::progress(const WorkgroupContext* wg) {
 
 void Proxy::complete(const WorkgroupContext* wg, int outcount, bool errors) {
   for (int j = 0; j < outcount; ++j) {
-    if (errors && statuses_[j].MPI_ERROR != MPI_SUCCESS) continue;  // left for fail_request
     const auto i = static_cast<std::size_t>(done_idx_[j]);
+    const bool failed = errors && statuses_[j].MPI_ERROR != MPI_SUCCESS;
+    // MPI leaves a request that completed in error allocated: free it, so that the next poll (a
+    // winding-down one) does not report it again. fail_request() then names it.
+    if (failed && reqs_[i] != MPI_REQUEST_NULL) MPI_Request_free(&reqs_[i]);
     if (i < recvs_.size()) {
       const Recv& r = recvs_[i];
-      if (!winding_down_) {
+      if (!winding_down_ && !failed) {
         r.flags->signal(r.idx, r.value);
         if (wg != nullptr) wg->mark("tile received", r.tag, r.src);
       }
       --recvs_left_;
     } else {
-      if (wg != nullptr) wg->mark("tile sent", -1, send_peer_[i - recvs_.size()]);
+      if (wg != nullptr && !failed) wg->mark("tile sent", -1, send_peer_[i - recvs_.size()]);
       ++sends_done_;
     }
   }

@@ -104,8 +104,8 @@ class Proxy {
   // Under progress_mu_: adopts handed-over sends, completes what MPI has finished. True if
   // anything happened.
   bool progress(const WorkgroupContext* wg);
-  // Under progress_mu_: raises the flags of the first `outcount` requests in done_idx_ (with
-  // `errors`, only those whose status has no error).
+  // Under progress_mu_: counts the first `outcount` requests in done_idx_ as complete and raises
+  // their flags (with `errors`: not for those whose status has an error, which it frees).
   void complete(const WorkgroupContext* wg, int outcount, bool errors);
   // Under progress_mu_, after MPI_ERR_IN_STATUS: Error(MpiError) naming the first failed request
   // (the tile and peer; a truncated receive says the ranks disagree on sizes).
