@@ -6,9 +6,9 @@
 //
 // Uses: wait_until() / poll_until() (the general wait, with a deadline: TileFlags::wait, the
 // communicator's waits), ShmSteps::wait_for (WaitPolicy::backoff), the device's idle workers and
-// host waits (WaitPolicy::idle). Meant for the fused operators' MPI proxy too, which still has its
-// own loops (ops/common/proxy.cpp): WaitPolicy::fixed_sleep(20 us) for its progress loop,
-// WaitPolicy::backoff(2.0) for a WG waiting on a tile.
+// host waits (WaitPolicy::idle), and the fused operators' MPI proxy (ops/common/proxy.cpp): its
+// host loop sleeps as Proxy::kBackgroundPolicy says (20 us doubling to 160 us), then as
+// WaitPolicy::latency() once hurried; a WG waiting on an off-node tile uses WaitPolicy::backoff(2.0).
 
 #include <algorithm>
 #include <chrono>
