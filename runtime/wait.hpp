@@ -8,7 +8,8 @@
 // communicator's waits), ShmSteps::wait_for (WaitPolicy::backoff), the device's idle workers and
 // host waits (WaitPolicy::idle), and the fused operators' MPI proxy (ops/common/proxy.cpp): its
 // host loop sleeps as Proxy::kBackgroundPolicy says (20 us doubling to 160 us), then as
-// WaitPolicy::latency() once hurried; a WG waiting on an off-node tile uses WaitPolicy::backoff(2.0).
+// WaitPolicy::latency() once hurried; a WG waiting on an off-node tile uses
+// WaitPolicy::backoff(2.0).
 
 #include <algorithm>
 #include <chrono>
