@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <exception>
 #include <thread>
 
@@ -161,8 +160,10 @@ void Proxy::fail_request(int outcount) const {
                                   "the ranks disagree on this call's sizes or counts)"
                                 : ""));
   }
-  mpi_check(MPI_ERR_IN_STATUS, "MPI_Testsome");  // no status named the error
-  std::abort();                                  // unreachable: mpi_check threw
+  throw Error(ErrorCode::MpiError,
+              fmt::format("{} proxy: MPI_Testsome returned MPI_ERR_IN_STATUS, but no status of "
+                          "its {} completed requests has an error",
+                          op_, outcount));
 }
 
 void Proxy::poll(const WorkgroupContext& wg) {
