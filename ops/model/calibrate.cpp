@@ -54,6 +54,21 @@ double lower_quartile(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 4];
 }
+// Repetitions for a compute point: at least kMinReps, and enough to run kMinPoint seconds (a
+// call's time estimated from `one`). A short point is over before the node's other ranks reach
+// theirs, so it times a rank streaming memory alone, while a real call's tiles stream while every
+// rank of the node does.
+constexpr int kMinReps = 31;
+constexpr double kMinPoint = 3e-3;
+int reps_for(double one) {
+  return static_cast<int>(std::clamp(kMinPoint / std::max(one, 1e-7), double(kMinReps), 2e4));
+}
+int reps_for(const std::function<void(int)>& f) {
+  const double t0 = now();
+  f(0);
+  return reps_for(now() - t0);
+}
+
 // Median wall time of `reps` calls of f(rep) after one warm-up call.
 double time_median(int reps, const std::function<void(int)>& f) {
   f(0);
@@ -75,6 +90,15 @@ struct Points {
     t.push_back(s);
   }
   Fit fit(int unknowns) const { return least_squares(x1, x2, t, unknowns); }
+  // A compute sweep's fit and table, from the slowest rank's time of each point (an operator's
+  // call lasts as long as its slowest rank's tiles). Collective.
+  Fit compute_fit(Communicator& comm) {
+    allreduce(comm, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
+    Fit f = fit(3);
+    for (std::size_t i = 0; i < t.size(); ++i)
+      f.table.push_back({x1[i], x2[i], t[i]});
+    return f;
+  }
 };
 
 // A message path's fits (t and CPU = c[0] + c[1] bytes) from its points. Under load a small
@@ -103,26 +127,26 @@ using Sync = std::function<void()>;
 // tiles do (a call streams W once).
 constexpr std::size_t kStreamFloats = std::size_t{24} << 20;  // 96 MiB
 
-Fit calibrate_gemv(std::vector<float>& big, const Sync& sync) {
+Points calibrate_gemv(std::vector<float>& big, const Sync& sync) {
   Points pts;
   std::vector<float> x(8192, 1.0f), y(4096);
   for (std::size_t rows : {16, 64, 256, 1024, 4096})
     for (std::size_t k : {16, 64, 256, 1024, 4096}) {
       if (rows * k > (std::size_t{4} << 20)) continue;  // 16 MiB of W at most
       const std::size_t elems = rows * k, slots = kStreamFloats / elems;
-      sync();
-      const double t = time_median(31, [&](int r) {
+      auto tile = [&](int r) {
         const float* w = big.data() + (static_cast<std::size_t>(r) % slots) * elems;
         kernels::gemv_f32_operator(w, rows, k, x.data(), y.data());
-      });
-      pts.add(double(rows), double(rows * k), t);
+      };
+      const int reps = reps_for(tile);
+      sync();
+      pts.add(double(rows), double(rows * k), time_median(reps, tile));
     }
-  return pts.fit(3);
+  return pts;
 }
 
-Fit calibrate_embedding(std::vector<float>& big, const Sync& sync) {
+Points calibrate_embedding(std::vector<float>& big, const Sync& sync) {
   Points pts;
-  constexpr int kReps = 31;
   std::vector<std::int64_t> idx, off;
   std::vector<float> out(256 * 256);
   std::uint64_t seed = 12345;
@@ -131,11 +155,13 @@ Fit calibrate_embedding(std::vector<float>& big, const Sync& sync) {
       for (std::size_t pool : {1, 20}) {
         // Fresh random rows for every repetition: repeating one set would time cached rows.
         const std::size_t rows = kStreamFloats / dim, n = bags * pool;
-        idx.clear();
-        for (std::size_t i = 0; i < n * (kReps + 1); ++i) {
-          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-          idx.push_back(static_cast<std::int64_t>((seed >> 33) % rows));
-        }
+        auto draw = [&](std::size_t count) {
+          idx.clear();
+          for (std::size_t i = 0; i < count; ++i) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            idx.push_back(static_cast<std::int64_t>((seed >> 33) % rows));
+          }
+        };
         off.assign(1, 0);
         for (std::size_t b = 0; b < bags; ++b)
           off.push_back(off.back() + static_cast<std::int64_t>(pool));
@@ -146,17 +172,20 @@ Fit calibrate_embedding(std::vector<float>& big, const Sync& sync) {
         job.dim = dim;
         job.dst = out.data();
         job.stride = dim;
-        sync();
-        const double t = time_median(kReps, [&](int r) {
+        auto call = [&](int r) {
           job.indices = idx.data() + static_cast<std::size_t>(r) * n;
           kernels::embedding_pool().f32(big.data(), job);
-        });
-        pts.add(double(n), double(n * dim), t);
+        };
+        draw(n);
+        const int reps = reps_for(call);
+        draw(n * static_cast<std::size_t>(reps + 1));
+        sync();
+        pts.add(double(n), double(n * dim), time_median(reps, call));
       }
-  return pts.fit(3);
+  return pts;
 }
 
-Fit calibrate_gemm(const Sync& sync) {
+Points calibrate_gemm(const Sync& sync) {
   Points pts;
   for (std::size_t k : {64, 256})
     for (std::size_t n : {64, 256, 1024}) {  // packed weights 16 KiB .. 1 MiB (past L2)
@@ -165,27 +194,55 @@ Fit calibrate_gemm(const Sync& sync) {
       w.reset(1, k, n);
       w.pack(0, b.data(), n, 0, w.panels());
       for (std::size_t rows : {8, 32, 128, 256}) {
+        auto tile = [&](int) { kernels::gemm_tile(a.data(), k, rows, w, 0, 0, n, c.data(), n); };
+        const int reps = reps_for(tile);
         sync();
-        const double t = time_median(
-            31, [&](int) { kernels::gemm_tile(a.data(), k, rows, w, 0, 0, n, c.data(), n); });
-        pts.add(double(rows), double(rows * k * n), t);
+        pts.add(double(rows), double(rows * k * n), time_median(reps, tile));
       }
     }
-  return pts.fit(3);
+  return pts;
 }
 
-Fit calibrate_reduce(const Sync& sync) {
+// Reductions and on-node bulk copies as a call's collective makes them: every rank of the node at
+// once, through memory the caches do not hold (the collective follows compute that streamed its
+// weights or tables through them). `big` is walked through in two halves, source and destination.
+// A hot loop measured 3-10x faster than a call's collective gets: a 4 MiB embedding All-to-All at
+// np 2 takes 2 ms after its compute, the hot ping-pong's 40 GB/s promised 0.2.
+std::pair<float*, float*> cold_pair(std::vector<float>& big, std::size_t floats, int r) {
+  const std::size_t half = big.size() / 2, slots = half / floats;
+  const std::size_t off = (static_cast<std::size_t>(r) % slots) * floats;
+  return {big.data() + off, big.data() + half + off};
+}
+
+Points calibrate_reduce(std::vector<float>& big, const Sync& sync) {
   Points pts;
-  std::vector<float> x(1 << 18, 1.0f), y(1 << 18, 0.0f);
-  for (std::size_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18}) {
-    sync();
-    const double t = time_median(31, [&](int) {
+  for (std::size_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20}) {
+    auto add = [&](int r) {
+      const auto [x, y] = cold_pair(big, n, r);
       for (std::size_t i = 0; i < n; ++i)
         y[i] += x[i];
-    });
-    pts.add(double(n * sizeof(float)), 0, t);
+    };
+    const int reps = reps_for(add);
+    sync();
+    pts.add(double(n * sizeof(float)), 0, time_median(reps, add));
   }
-  return pts.fit(2);
+  return pts;
+}
+
+// The per-byte cost of a bulk on-node copy (the fit t = c0 + c1 bytes, c1), the slowest rank's.
+double calibrate_bulk_copy(Communicator& comm, std::vector<float>& big, const Sync& sync) {
+  Points pts;
+  for (std::size_t n : {1 << 14, 1 << 16, 1 << 18, 1 << 20}) {
+    auto copy = [&](int r) {
+      const auto [from, to] = cold_pair(big, n, r);
+      std::memcpy(to, from, n * sizeof(float));
+    };
+    const int reps = reps_for(copy);
+    sync();
+    pts.add(double(n * sizeof(float)), 0, time_median(reps, copy));
+  }
+  allreduce(comm, pts.t.data(), pts.t.data(), pts.t.size(), DataType::Float64, ReduceOp::Max);
+  return std::max(0.0, pts.fit(2).c[1]);
 }
 
 constexpr std::size_t kSizes[] = {8, 1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20};
@@ -369,6 +426,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   p.cus = device.num_cus();
   p.ranks = topo.size;
   p.nodes = topo.num_nodes;
+  double bulk_beta = 0;
   {
     // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way), point by
     // point (Sync).
@@ -376,15 +434,20 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
     for (std::size_t i = 0; i < big.size(); ++i)
       big[i] = static_cast<float>(i % 7) * 0.25f;
     const Sync sync = [&] { barrier(comm); };
-    p.gemv = calibrate_gemv(big, sync);
-    p.embedding = calibrate_embedding(big, sync);
-    p.gemm = calibrate_gemm(sync);
-    p.reduce = calibrate_reduce(sync);
+    p.gemv = calibrate_gemv(big, sync).compute_fit(comm);
+    p.embedding = calibrate_embedding(big, sync).compute_fit(comm);
+    p.gemm = calibrate_gemm(sync).compute_fit(comm);
+    Points reduce = calibrate_reduce(big, sync);
+    allreduce(comm, reduce.t.data(), reduce.t.data(), reduce.t.size(), DataType::Float64,
+              ReduceOp::Max);
+    p.reduce = reduce.fit(2);
+    bulk_beta = calibrate_bulk_copy(comm, big, sync);
   }
   barrier(comm);
   // Paths: on-node (shared segment) with local rank 1; MPI with the first off-node rank, else
   // (one node) with rank 1 through MPI's own on-node transport.
   p.shm = calibrate_shm(comm, p.flag_s);
+  if (p.shm.measured) p.shm.bulk_beta = bulk_beta;
   barrier(comm);
   // (Rank 0 decides: on_node() is relative to the caller.)
   int partner = -1;
@@ -417,11 +480,13 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
       std::string out = fmt::format(
           "tilecomm_calibrate: {} ranks on {} node(s), {} CU(s) per rank, host {}, {:.1f} s\n",
           p.ranks, p.nodes, p.cus, p.host, now() - start);
-      out += "compute (one CU, per tile; fits t = c0 + c1 x1 + c2 x2, LAPACKE_dgels):\n";
+      out +=
+          "compute (one CU, per tile, the slowest rank's; the model reads the measured points, "
+          "the fit t = c0 + c1 x1 + c2 x2 (LAPACKE_dgelsy) shows how far from linear they are):\n";
       out += fit_row("gemv", "x1 = rows, x2 = rows K n", p.gemv);
       out += fit_row("embedding", "x1 = lookups, x2 = lookups dim", p.embedding);
       out += fit_row("gemm", "x1 = rows, x2 = rows K N", p.gemm);
-      out += fit_row("reduce", "x1 = bytes added", p.reduce);
+      out += fit_row("reduce", "x1 = bytes added (cold)", p.reduce);
       out += "paths (one message: t = alpha + beta bytes; CPU per message):\n";
       for (const auto& [name, pc] :
            {std::pair<const char*, const model::PathCost&>{"shm", p.shm}, {"mpi", p.mpi}}) {
@@ -435,6 +500,11 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
             name, pc.alpha() * 1e6, pc.beta() * 1e9, pc.beta() > 0 ? 1e-9 / pc.beta() : 0.0,
             pc.time.rms, pc.cpu_send.c[0] * 1e6, pc.cpu_send.c[1] * 1e9, pc.cpu_recv.c[0] * 1e6,
             pc.cpu_recv.c[1] * 1e9);
+        if (pc.bulk_beta > 0)
+          out += fmt::format(
+              "       (beta: the larger of a ping-pong's {:.2f} GB/s and a cold bulk "
+              "copy's {:.2f} GB/s, every rank of the node copying)\n",
+              pc.time.c[1] > 0 ? 1e-9 / pc.time.c[1] : 0.0, 1e-9 / pc.bulk_beta);
       }
       out += fmt::format(
           "overheads: flag {:.2f} us, launch {:.2f} us, barrier {:.2f} us, proxy {:.2f} us "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "tilecomm/error.hpp"
@@ -67,6 +68,32 @@ Fit least_squares(std::span<const double> x1, std::span<const double> x2, std::s
   f.rms = std::sqrt(ss / static_cast<double>(n));
   f.points = static_cast<int>(n);
   return f;
+}
+
+double table_at(const Fit& f, double x1, double x2) {
+  // Coordinates: log2 of the tile's rows (or lookups) and of its work per row (K n, dim, K N).
+  auto coords = [](double a, double b) {
+    return std::pair{std::log2(a), std::log2(std::max(b / a, 1e-300))};
+  };
+  const auto [qa, qb] = coords(x1, x2);
+  constexpr std::size_t kNearest = 4;
+  std::vector<std::pair<double, double>> near;  // (distance^2, cost per unit of x2)
+  for (const Sample& s : f.table) {
+    if (s.x1 <= 0 || s.x2 <= 0) continue;
+    const auto [a, b] = coords(s.x1, s.x2);
+    near.emplace_back((a - qa) * (a - qa) + (b - qb) * (b - qb), s.t / s.x2);
+  }
+  if (near.empty()) return f.c[0] + f.c[1] * x1 + f.c[2] * x2;
+  const std::size_t k = std::min(kNearest, near.size());
+  std::partial_sort(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(k), near.end());
+  if (near.front().first < 1e-12) return near.front().second * x2;
+  double wsum = 0, usum = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    const double w = 1.0 / near[i].first;
+    wsum += w;
+    usum += w * near[i].second;
+  }
+  return usum / wsum * x2;
 }
 
 }  // namespace tilecomm::model

@@ -20,7 +20,13 @@ namespace {
 using nlohmann::json;
 
 json fit_json(const Fit& f) {
-  return {{"c", f.c}, {"rms_s", f.rms}, {"max_rel", f.max_rel}, {"points", f.points}};
+  json j = {{"c", f.c}, {"rms_s", f.rms}, {"max_rel", f.max_rel}, {"points", f.points}};
+  if (!f.table.empty()) {
+    json& t = j["table"] = json::array();
+    for (const Sample& s : f.table)
+      t.push_back({s.x1, s.x2, s.t});
+  }
+  return j;
 }
 Fit fit_from(const json& j) {
   Fit f;
@@ -28,13 +34,19 @@ Fit fit_from(const json& j) {
   f.rms = j.at("rms_s").get<double>();
   f.max_rel = j.at("max_rel").get<double>();
   f.points = j.at("points").get<int>();
+  if (j.contains("table"))  // [[x1, x2, t], ...]; older profiles have none
+    for (const json& s : j.at("table")) {
+      const auto v = s.get<std::array<double, 3>>();
+      f.table.push_back({v[0], v[1], v[2]});
+    }
   return f;
 }
 json path_json(const PathCost& p) {
   return {{"measured", p.measured},
           {"time", fit_json(p.time)},
           {"cpu_send", fit_json(p.cpu_send)},
-          {"cpu_recv", fit_json(p.cpu_recv)}};
+          {"cpu_recv", fit_json(p.cpu_recv)},
+          {"bulk_beta", p.bulk_beta}};
 }
 PathCost path_from(const json& j) {
   PathCost p;
@@ -42,6 +54,7 @@ PathCost path_from(const json& j) {
   p.time = fit_from(j.at("time"));
   p.cpu_send = fit_from(j.at("cpu_send"));
   p.cpu_recv = fit_from(j.at("cpu_recv"));
+  p.bulk_beta = j.value("bulk_beta", 0.0);  // older profiles have none
   return p;
 }
 }  // namespace

@@ -3,21 +3,42 @@
 // model (predict.hpp) reads. Plain numbers, one struct per concern, so that a simulator can reuse
 // the same cost terms: per-tile compute cost, per-path message latency / per-byte cost and CPU
 // cost, proxy and flag overheads, kernel launch and barrier costs. Seconds and bytes throughout.
+#include <algorithm>
 #include <array>
 #include <string>
+#include <vector>
 
 #include "tilecomm/env.hpp"
 
 namespace tilecomm::model {
 
+/// One measured point of a compute sweep: the features and the time (s).
+struct Sample {
+  double x1 = 0, x2 = 0, t = 0;
+};
+
+struct Fit;
+/// A compute fit's table read at (x1, x2) (both > 0): the cost per unit of x2 (t / x2) of the
+/// nearest measured points, weighted by 1 / distance^2 in (log2 x1, log2 (x2 / x1)), the four
+/// nearest at most (a measured point itself when hit exactly), times x2. Tiles outside the sweep
+/// take the nearest points' cost per unit.
+double table_at(const Fit& f, double x1, double x2);
+
 /// t = c[0] + c[1] x1 + c[2] x2 (x1, x2 named per use), fitted by least squares (LAPACKE_dgelsy)
 /// over `points` measurements; `rms` is the root mean square residual (s), `max_rel` the largest
-/// |residual| / measured.
+/// |residual| / measured. The compute fits also keep their measured points (`table`): at() then
+/// reads the table (table_at), since a kernel's cost per unit is not linear in the tile's shape
+/// (OpenBLAS's sgemv costs 0.5 ns per multiply-add at K = 256 and 0.28 at K = 16 and 1024: the
+/// fit, 59 % off at worst, put GEMV M = 262144 K = 16 at half its measured time).
 struct Fit {
   std::array<double, 3> c{};
   double rms = 0, max_rel = 0;
   int points = 0;
-  double at(double x1, double x2 = 0) const { return c[0] + c[1] * x1 + c[2] * x2; }
+  std::vector<Sample> table;
+  double at(double x1, double x2 = 0) const {
+    if (!table.empty() && x1 > 0 && x2 > 0) return table_at(*this, x1, x2);
+    return c[0] + c[1] * x1 + c[2] * x2;
+  }
 };
 
 /// One message path. Latency and per-byte cost of one message (fit t = alpha + beta bytes over a
@@ -26,8 +47,13 @@ struct Fit {
 struct PathCost {
   bool measured = false;
   Fit time, cpu_send, cpu_recv;
+  /// On-node only: the per-byte cost of a bulk copy while every rank of the node copies, through
+  /// memory the caches do not hold (0: not measured). The ping-pong's buffers stay in the caches,
+  /// a call's collective runs after compute that streamed past them.
+  double bulk_beta = 0;
   double alpha() const { return time.c[0]; }
-  double beta() const { return time.c[1]; }
+  /// Per-byte cost of a message: the bulk copy's when measured and dearer, else the ping-pong's.
+  double beta() const { return std::max(time.c[1], bulk_beta); }
 };
 
 struct Profile {

@@ -32,6 +32,14 @@ TEST(Calibrate, WritesAProfileTheModelReads) {
     EXPECT_GT(p.gemm.c[2], 0);
     EXPECT_GT(p.reduce.c[1], 0);
     EXPECT_EQ(p.gemv.points, 24);  // rows 16-4096 x K 16-4096, at most 16 MiB of W
+    // The model reads the measured points (the slowest rank's), every one kept, positive.
+    for (const model::Fit* f : {&p.gemv, &p.embedding, &p.gemm}) {
+      EXPECT_EQ(static_cast<int>(f->table.size()), f->points);
+      for (const model::Sample& s : f->table)
+        EXPECT_GT(s.t, 0);
+    }
+    // A cold bulk copy on the node, when there is an on-node peer: never cheaper than nothing.
+    EXPECT_EQ(p.shm.bulk_beta > 0, p.shm.measured);
     EXPECT_GT(p.launch_s, 0);
     EXPECT_GT(p.barrier_s, 0);
     // The segment path needs an on-node peer of rank 0 (TILECOMM_NODE_SIZE counts: pretend

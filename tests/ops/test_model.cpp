@@ -69,6 +69,38 @@ TEST(ModelFit, TooFewPointsOrNoVariationIsAnError) {
   EXPECT_THROW(least_squares(same, same, t3, 3), Error);  // rank-deficient: dgels refuses
 }
 
+// A compute fit reads its measured points, not the line, once it has them (issue 15: OpenBLAS's
+// sgemv per multiply-add is not linear in K; the line put GEMV M = 262144 K = 16 at half its time).
+TEST(ModelFit, TableReadsTheMeasuredPointsNotTheLine) {
+  Fit f;
+  f.c = {1, 1, 1};  // a line far from the points: must not be read once there is a table
+  // Two tiles of 16 multiply-adds per row: 16 rows at 2 ns per multiply-add, 1024 rows at 1 ns.
+  f.table = {{16, 16 * 16, 16 * 16 * 2e-9}, {1024, 1024 * 16, 1024 * 16 * 1e-9}};
+  EXPECT_DOUBLE_EQ(f.at(16, 16 * 16), 16 * 16 * 2e-9);        // a point itself
+  EXPECT_DOUBLE_EQ(f.at(1024, 1024 * 16), 1024 * 16 * 1e-9);  // the other
+  EXPECT_DOUBLE_EQ(f.at(128, 128 * 16), 128 * 16 * 1.5e-9);   // log2 7: halfway, equal weights
+  // log2 rows 6: distances^2 4 and 16, weights 1/4 and 1/16: (2/4 + 1/16) / (1/4 + 1/16) ns.
+  EXPECT_DOUBLE_EQ(f.at(64, 64 * 16),
+                   64 * 16 * ((2.0 / 4 + 1.0 / 16) / (1.0 / 4 + 1.0 / 16)) * 1e-9);
+  // Beyond the sweep (log2 rows 20): distances^2 256 and 100.
+  EXPECT_DOUBLE_EQ(f.at(1 << 20, (1 << 20) * 16.0),
+                   (1 << 20) * 16.0 * (2.0 / 256 + 1.0 / 100) / (1.0 / 256 + 1.0 / 100) * 1e-9);
+  // A one-feature use (x2 = 0), or no table: the line.
+  EXPECT_DOUBLE_EQ(f.at(2), 3);
+  f.table.clear();
+  EXPECT_DOUBLE_EQ(f.at(16, 16 * 16), 1 + 16 + 256);
+}
+
+// A path's per-byte cost is the dearer of the ping-pong's and the cold bulk copy's.
+TEST(ModelFit, BulkCopyBoundsAPathsPerByteCost) {
+  PathCost pc;
+  pc.time.c = {1e-6, 0.02e-9};
+  EXPECT_DOUBLE_EQ(pc.beta(), 0.02e-9);
+  pc.bulk_beta = 0.15e-9;
+  EXPECT_DOUBLE_EQ(pc.beta(), 0.15e-9);
+  EXPECT_DOUBLE_EQ(pc.alpha(), 1e-6);
+}
+
 // A profile with round numbers for hand computation.
 Profile round_profile() {
   Profile p;
@@ -207,10 +239,23 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   p.version = version();
   p.gemv.rms = 1e-7;
   p.gemv.points = 12;
+  p.gemv.table = {{16, 256, 1e-6}, {1024, 16384, 2e-5}};
+  p.shm.bulk_beta = 0.15e-9;
   save_profile(p, dir + "/sub/p.json");  // creates the directory
   const Profile q = load_profile(dir + "/sub/p.json");
   EXPECT_EQ(to_json_text(q), to_json_text(p));
   EXPECT_EQ(q.mpi.time.c[1], 2e-9);
+  ASSERT_EQ(q.gemv.table.size(), 2u);
+  EXPECT_EQ(q.gemv.table[1].t, 2e-5);
+  EXPECT_EQ(q.shm.bulk_beta, 0.15e-9);
+  // A profile from before the tables and the bulk copy still loads: the line, the ping-pong.
+  nlohmann::json old = nlohmann::json::parse(to_json_text(p));
+  old["compute"]["gemv"].erase("table");
+  old["paths"]["shm"].erase("bulk_beta");
+  std::ofstream(dir + "/old.json") << old.dump();
+  const Profile o = load_profile(dir + "/old.json");
+  EXPECT_TRUE(o.gemv.table.empty());
+  EXPECT_EQ(o.shm.bulk_beta, 0);
   std::filesystem::remove_all(dir);
 }
 
@@ -235,6 +280,11 @@ TEST(ModelProfile, DamagedFilesAreErrorsNamingTheFile) {
         j["compute"]["gemv"]["c"] = {1.0, 2.0};
       }),  // too short
       with([](nlohmann::json& j) { j["paths"]["mpi"]["time"] = nullptr; }),
+      with([](nlohmann::json& j) {
+        j["compute"]["gemm"]["table"] = {{1.0, 2.0}};
+      }),  // short
+      with([](nlohmann::json& j) { j["compute"]["gemm"]["table"] = "points"; }),
+      with([](nlohmann::json& j) { j["paths"]["shm"]["bulk_beta"] = "fast"; }),
   };
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const std::string path = dir + "/damaged" + std::to_string(i) + ".json";
