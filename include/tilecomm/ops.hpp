@@ -35,7 +35,9 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// mode for good: the one with the lowest median of the slowest rank's call time, where a mode
 /// other than sequential must beat sequential by 5 % (noise margin). When another mode's fastest
 /// trial call was no slower than that mode's median (not clear), it first runs auto_rounds more
-/// rounds, at most twice. Settling costs one small AllReduce per decision.
+/// rounds, at most twice; and while the measured calls add up to under
+/// OpOptions::auto_min_trial_ms (20 ms; calls of a few hundred microseconds), at most 8 times in
+/// all. Settling costs one small AllReduce per decision.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
 /// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
 /// calls with an explicit mode in between are neither timed nor counted.
@@ -104,8 +106,13 @@ struct OpOptions {
   /// above; see the operator's header. Must be equal on every rank.
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
   /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1 (up to 3x as
-  /// many when the result is not clear). Must be equal on every rank.
+  /// many when the result is not clear, 9x when the calls are short). Must be equal on every rank.
   int auto_rounds = 3;
+  /// Mode::Auto: measured trials adding up to less than this (milliseconds, the slowest rank's
+  /// calls) are extended by auto_rounds more rounds, at most 8 times in all: a few rounds of
+  /// sub-millisecond calls are too few samples on a shared machine. >= 0 (0: off). Must be equal
+  /// on every rank.
+  double auto_min_trial_ms = 20;
   /// Mode::Auto's cost profile: "" = the file TILECOMM_PROFILE names, else the default path
   /// ($XDG_CACHE_HOME or ~/.cache, tilecomm/profile-<host>-<version>.json) if that file exists (a
   /// corrupt default file: a warning on stderr, no profile); a path = that file; "none" = no

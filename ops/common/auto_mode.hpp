@@ -13,8 +13,9 @@
 // otherwise a call would be charged the ranks' exit skew of the call before it (fused calls let
 // ranks leave unevenly; that was charged to sequential, which always came next). After the last
 // one the ranks agree on the slowest rank's time of every measured call (one small AllReduce) and
-// settle on choose_auto_mode() of it — unless that choice is not clear (auto_choice_is_clear):
-// then `rounds` more rounds follow, at most kAutoExtensions times, and the ranks agree again.
+// settle on choose_auto_mode() of it — unless that choice is not clear (auto_choice_is_clear), or
+// the measured calls took under OpOptions::auto_min_trial_ms in all: then `rounds` more rounds
+// follow (at most kAutoExtensions, or kAutoShortExtensions, times), and the ranks agree again.
 // Barriers and the AllReduces are the only communication Auto adds, and only while trying.
 #include <cstddef>
 #include <iterator>
@@ -43,6 +44,13 @@ Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> mod
 /// How many times Auto may add `rounds` more measured rounds when the trials are not clear.
 inline constexpr int kAutoExtensions = 2;
 
+/// Trials shorter in all than OpOptions::auto_min_trial_ms (the slowest rank's measured calls,
+/// summed) are extended too, at most kAutoShortExtensions times: three rounds of sub-millisecond
+/// calls are a few ms of a shared machine's time, too few samples to rank modes 10-30 % apart (a
+/// 0.4 ms GemmAllToAll row settled on shaped "clearly" and then ran 1.36x fused's time). Short
+/// calls make the extra rounds cheap: at most 27 rounds of three calls.
+inline constexpr int kAutoShortExtensions = 8;
+
 /// Whether the trials tell `winner` (choose_auto_mode's) apart from every other measured mode: each
 /// other mode's fastest call is slower than the winner's median. Otherwise their calls overlap so
 /// much that three samples a mode can rank them either way (a 5 Gbit/s row settled on shaped at
@@ -52,8 +60,9 @@ bool auto_choice_is_clear(std::span<const double> slowest, std::span<const Mode>
 
 class AutoMode {
  public:
-  /// `rounds` measured rounds (>= 1).
-  explicit AutoMode(int rounds) : rounds_(rounds), base_rounds_(rounds) {}
+  /// `rounds` measured rounds (>= 1); trials under `min_trial_seconds` in all are short.
+  explicit AutoMode(int rounds, double min_trial_seconds = 0)
+      : rounds_(rounds), base_rounds_(rounds), min_trial_seconds_(min_trial_seconds) {}
   /// Tries only `modes` (a non-empty subset of kAutoCandidates, in its order); before the first
   /// call. One candidate settles on it at once.
   void set_candidates(std::vector<Mode> modes);
@@ -77,11 +86,19 @@ class AutoMode {
     ++extensions_;
   }
   bool can_extend() const { return extensions_ < kAutoExtensions; }
+  /// Whether trials that were `clear` (auto_choice_is_clear) and took `trial_seconds` in all
+  /// extend: unclear ones while can_extend(), short ones (under min_trial_seconds) at most
+  /// kAutoShortExtensions times in all.
+  bool should_extend(bool clear, double trial_seconds) const {
+    if (!clear && can_extend()) return true;
+    return trial_seconds < min_trial_seconds_ && extensions_ < kAutoShortExtensions;
+  }
   /// The settled mode; empty while trying.
   std::optional<Mode> choice() const { return choice_; }
 
  private:
   int rounds_, base_rounds_, extensions_ = 0;
+  double min_trial_seconds_;
   std::vector<Mode> candidates_{std::begin(kAutoCandidates), std::end(kAutoCandidates)};
   std::size_t calls_ = 0;  // calls recorded, warm-up included
   std::vector<double> samples_;

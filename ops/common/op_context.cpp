@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 
@@ -22,13 +23,17 @@ OpContext::OpContext(Communicator& c, Device& d, OpOptions opts, const OpInfo& o
       device(d),
       options(std::move(opts)),
       info(op),
-      autos_{AutoMode(options.auto_rounds), AutoMode(options.auto_rounds)},
+      autos_{AutoMode(options.auto_rounds, options.auto_min_trial_ms * 1e-3),
+             AutoMode(options.auto_rounds, options.auto_min_trial_ms * 1e-3)},
       verify_kinds_{register_call_kind(op.name, op.shape),
                     op.second_call ? register_call_kind(op.second_call, op.shape)
                                    : register_call_kind(op.name, op.shape)} {
   comm.refuse_if_failed(info.name);
   if (options.auto_rounds < 1)
     invalid(fmt::format("auto_rounds = {} (must be >= 1)", options.auto_rounds));
+  if (!(options.auto_min_trial_ms >= 0) || !std::isfinite(options.auto_min_trial_ms))
+    invalid(
+        fmt::format("auto_min_trial_ms = {} (must be finite and >= 0)", options.auto_min_trial_ms));
   if (options.shaped.chunks < 1)
     invalid(fmt::format("shaped.chunks = {} (must be >= 1)", options.shaped.chunks));
   if (!info.fused_algorithms && options.fused_algorithm != FusedAlgorithm::Auto)
@@ -174,7 +179,10 @@ void OpContext::settle_auto(AutoMode& state) {
   // Every rank has the same numbers now, so every rank makes the same decision. (After an
   // extension the earlier samples are maxima already: the next AllReduce leaves them as they are.)
   const Mode winner = choose_auto_mode(t, state.sample_modes());
-  if (!auto_choice_is_clear(t, state.sample_modes(), winner) && state.can_extend())
+  double trial_seconds = 0;
+  for (double x : t)
+    trial_seconds += x;
+  if (state.should_extend(auto_choice_is_clear(t, state.sample_modes(), winner), trial_seconds))
     state.extend();
   else
     state.settle(winner);

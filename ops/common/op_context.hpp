@@ -8,6 +8,7 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -88,6 +89,8 @@ class OpContext {
   [[noreturn]] void invalid(const std::string& what) const;
   /// Collective: Error(Mismatch) on every rank unless every rank passed the same `values`.
   void agree(std::initializer_list<const char*> names, std::vector<long long> values) const;
+  /// OpOptions::auto_min_trial_ms in whole microseconds (agree()'s values are integers).
+  long long auto_min_trial_us() const { return std::llround(options.auto_min_trial_ms * 1e3); }
   /// Collective: the smallest `value` of all ranks (tile sizes derived from each rank's device).
   std::size_t min_across_ranks(std::size_t value) const;
 

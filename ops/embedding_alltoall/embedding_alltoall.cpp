@@ -72,9 +72,10 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
         fmt::format("tile = {} bags x dim = {} is {} floats, more than one MPI message "
                     "holds ({}); use a smaller tile",
                     tile, dim, std::min(tile, most_bags) * dim, INT_MAX));
-  ctx.agree({"dim", "global_batch", "pooling", "shaped.chunks", "auto_rounds"},
-            {static_cast<long long>(dim), static_cast<long long>(batch),
-             static_cast<long long>(pooling), ctx.options.shaped.chunks, ctx.options.auto_rounds});
+  ctx.agree(
+      {"dim", "global_batch", "pooling", "shaped.chunks", "auto_rounds", "auto_min_trial_us"},
+      {static_cast<long long>(dim), static_cast<long long>(batch), static_cast<long long>(pooling),
+       ctx.options.shaped.chunks, ctx.options.auto_rounds, ctx.auto_min_trial_us()});
   send_offset.assign(p + 1, 0);
   recv_offset.assign(p + 1, 0);
   for (int q = 0; q < p; ++q) {

@@ -57,9 +57,9 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   // The model sees the most rows this rank's experts compute (the routing is per call).
   ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, tile_rows});
   ctx.agree(
-      {"k", "n", "tile rows", "shaped.chunks", "auto_rounds"},
+      {"k", "n", "tile rows", "shaped.chunks", "auto_rounds", "auto_min_trial_us"},
       {static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(tile_rows),
-       ctx.options.shaped.chunks, ctx.options.auto_rounds});
+       ctx.options.shaped.chunks, ctx.options.auto_rounds, ctx.auto_min_trial_us()});
   // Per rank: experts, max_rows_in, max_rows_out.
   std::vector<long long> all(3 * p);
   const long long mine[3] = {static_cast<long long>(local_experts), static_cast<long long>(max_in),

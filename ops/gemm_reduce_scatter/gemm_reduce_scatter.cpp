@@ -32,9 +32,9 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   rows_local = m / topo.size;
   // Default tile: gemm_reduce_scatter_plan.cpp (shared with the simulator).
   tile = ctx.options.tile ? ctx.options.tile : gemm_rs_default_tile(m, ctx.wg_slots());
-  ctx.agree({"m", "n", "shaped.chunks", "auto_rounds"},
+  ctx.agree({"m", "n", "shaped.chunks", "auto_rounds", "auto_min_trial_us"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
-             ctx.options.auto_rounds});
+             ctx.options.auto_rounds, ctx.auto_min_trial_us()});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (rows_local + tile - 1) / tile;
   ctx.set_model_shape({model::OpKind::GemmReduceScatter, m, k, n, 1, 1, tile});

@@ -43,9 +43,10 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
   tile = ctx.options.tile
              ? ctx.options.tile
              : gemv_default_tile(m, n, algorithm, ctx.wg_slots(), topo.size, ctx.spans_nodes());
-  ctx.agree({"m", "batch", "shaped.chunks", "fused_algorithm", "auto_rounds"},
+  ctx.agree({"m", "batch", "shaped.chunks", "fused_algorithm", "auto_rounds", "auto_min_trial_us"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
-             static_cast<long long>(ctx.options.fused_algorithm), ctx.options.auto_rounds});
+             static_cast<long long>(ctx.options.fused_algorithm), ctx.options.auto_rounds,
+             ctx.auto_min_trial_us()});
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   blocks = (m + tile - 1) / tile;
   // Fused tags across nodes: a block (partial) and blocks + block (reduced).

@@ -24,7 +24,7 @@ namespace {
 
 OpOptions op_options(std::size_t tile, const std::string& algorithm, bool remote_first,
                      int shaped_free_cus, int shaped_chunks, const std::string& shaped_policy,
-                     int auto_rounds, const std::string& profile) {
+                     int auto_rounds, double auto_min_trial_ms, const std::string& profile) {
   OpOptions o;
   o.tile = tile;
   o.algorithm = algorithm;
@@ -33,6 +33,7 @@ OpOptions op_options(std::size_t tile, const std::string& algorithm, bool remote
   o.shaped.chunks = shaped_chunks;
   o.shaped.policy = parse_shaped_policy(shaped_policy);
   o.auto_rounds = auto_rounds;
+  o.auto_min_trial_ms = auto_min_trial_ms;
   o.profile = profile;
   return o;
 }
@@ -221,6 +222,7 @@ sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_al
 "one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes),
 shaped_policy ("lds", "cu_mask": a dedicated communication CU, "nonblocking": the host posts each
 chunk's collective), auto_rounds (mode="auto": measured rounds before settling; see auto_choice),
+auto_min_trial_ms (mode="auto": short trials are extended until they add up to this; 0: off),
 profile (mode="auto"'s cost profile: "" = TILECOMM_PROFILE or the default path if present, a path,
 or "none"; docs/model.md).
 )doc");
@@ -228,10 +230,10 @@ or "none"; docs/model.md).
                       std::size_t k_local, std::size_t batch, std::size_t tile,
                       const std::string& algorithm, bool remote_first, int free_cus, int chunks,
                       const std::string& fused_algorithm, const std::string& policy,
-                      int auto_rounds, const std::string& profile) {
+                      int auto_rounds, double auto_min_trial_ms, const std::string& profile) {
             auto p = std::make_shared<PyGemv>(comm, device, "GemvAllReduce");
             OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks, policy,
-                                     auto_rounds, profile);
+                                     auto_rounds, auto_min_trial_ms, profile);
             o.fused_algorithm = parse_fused_algorithm(fused_algorithm);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<GemvAllReduce>(c, d, m, k_local, batch, o);
@@ -242,7 +244,8 @@ or "none"; docs/model.md).
           py::arg("batch") = 1, py::arg("tile") = 0, py::arg("algorithm") = "",
           py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
           py::arg("shaped_chunks") = 4, py::arg("fused_algorithm") = "auto",
-          py::arg("shaped_policy") = "lds", py::arg("auto_rounds") = 3, py::arg("profile") = "")
+          py::arg("shaped_policy") = "lds", py::arg("auto_rounds") = 3,
+          py::arg("auto_min_trial_ms") = 20.0, py::arg("profile") = "")
       .def(
           "run",
           [](PyGemv& self, py::handle w_obj, py::handle x_obj, py::object y_obj,
@@ -291,7 +294,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
                       std::size_t dim, std::size_t global_batch, const std::string& pooling,
                       std::size_t tile, const std::string& algorithm, bool remote_first,
                       int free_cus, int chunks, const std::string& policy, int auto_rounds,
-                      const std::string& profile) {
+                      double auto_min_trial_ms, const std::string& profile) {
             std::vector<std::size_t> rows =
                 counts_from(table_rows, "tilecomm.EmbeddingAllToAll: table_rows");
             Pooling pool;
@@ -305,7 +308,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
             auto p = std::make_shared<PyEmb>(comm, device, "EmbeddingAllToAll");
             p->dims = rows;
             const OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks, policy,
-                                           auto_rounds, profile);
+                                           auto_rounds, auto_min_trial_ms, profile);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<EmbeddingAllToAll>(c, d, rows, dim, global_batch, pool, o);
             });
@@ -315,7 +318,7 @@ pooling must agree on every rank. Options as GemvAllReduce (tile = bags per tile
           py::arg("global_batch"), py::arg("pooling") = "sum", py::kw_only(), py::arg("tile") = 0,
           py::arg("algorithm") = "", py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
           py::arg("shaped_chunks") = 4, py::arg("shaped_policy") = "lds",
-          py::arg("auto_rounds") = 3, py::arg("profile") = "")
+          py::arg("auto_rounds") = 3, py::arg("auto_min_trial_ms") = 20.0, py::arg("profile") = "")
       .def(
           "run",
           [](PyEmb& self, py::handle tables_obj, py::handle indices_obj, py::handle offsets_obj,
@@ -475,11 +478,11 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
                       std::size_t k, std::size_t n, std::size_t max_rows_in,
                       std::size_t max_rows_out, std::size_t tile, const std::string& algorithm,
                       bool remote_first, int free_cus, int chunks, const std::string& policy,
-                      int auto_rounds, const std::string& profile) {
+                      int auto_rounds, double auto_min_trial_ms, const std::string& profile) {
             auto p = std::make_shared<PyGemm>(comm, device, "GemmAllToAll");
             p->dims = {k, n};
             const OpOptions o = op_options(tile, algorithm, remote_first, free_cus, chunks, policy,
-                                           auto_rounds, profile);
+                                           auto_rounds, auto_min_trial_ms, profile);
             p->build([&](Communicator& c, Device& d) {
               return std::make_unique<GemmAllToAll>(c, d, local_experts, k, n, max_rows_in,
                                                     max_rows_out, o);
@@ -490,7 +493,7 @@ must agree on every rank. Options as GemvAllReduce (tile = rows per tile).
           py::arg("max_rows_in"), py::arg("max_rows_out"), py::kw_only(), py::arg("tile") = 0,
           py::arg("algorithm") = "", py::arg("remote_first") = true, py::arg("shaped_free_cus") = 1,
           py::arg("shaped_chunks") = 4, py::arg("shaped_policy") = "lds",
-          py::arg("auto_rounds") = 3, py::arg("profile") = "")
+          py::arg("auto_rounds") = 3, py::arg("auto_min_trial_ms") = 20.0, py::arg("profile") = "")
       .def(
           "run",
           [](PyGemm& self, py::handle weights_obj, py::handle x_obj, py::handle recv_obj,

@@ -1,8 +1,10 @@
 // Mode::Auto on real operators: trial calls give the same results as sequential, the context
 // settles after the warm-up round and auto_rounds measured rounds, every rank settles on the same
 // mode, and it stays settled. (The choice rule itself: test_auto_mode.cpp.)
+#include <cmath>
 #include <string>
 
+#include "ops/common/auto_mode.hpp"
 #include "ops_test_util.hpp"
 
 namespace tilecomm::test {
@@ -25,7 +27,8 @@ TEST(AutoMode, GemvTriesEveryModeThenSettlesEverywhere) {
   const int me = comm.rank();
   const std::size_t m = 700, k = 33;
   OpOptions o;
-  o.auto_rounds = 2;  // 3 warm-up calls + 6 measured calls, + 6 and 6 more if not clear
+  o.auto_rounds = 2;        // 3 warm-up calls + 6 measured calls, + 6 and 6 more if not clear
+  o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   GemvAllReduce op(comm, dev, m, k, o);
   std::vector<float> w(m * k), x(k), ref(m), y(m);
   for (std::size_t i = 0; i < w.size(); ++i)
@@ -56,6 +59,7 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
   const int p = comm.size(), me = comm.rank();
   OpOptions o;
   o.auto_rounds = 1;
+  o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   {
     const std::size_t dim = 8, batch = 10, rows = 12;
     EmbeddingAllToAll op(comm, dev, {rows}, dim, batch, Pooling::Sum, o);
@@ -99,6 +103,28 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
   }
 }
 
+// Trials shorter in all than auto_min_trial_ms are extended by auto_rounds rounds, 8 times at
+// most (kAutoShortExtensions); a bound no trial reaches makes that exact: 3 warm-up calls, then
+// 9 rounds of 3, the same on every rank.
+TEST(AutoMode, ShortTrialsAreExtendedUpToTheirLimit) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const std::size_t m = 64, k = 8;
+  OpOptions o;
+  o.auto_rounds = 1;
+  o.auto_min_trial_ms = 1e6;
+  GemvAllReduce op(comm, dev, m, k, o);
+  std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
+  constexpr int kCalls = 3 + 3 * (1 + detail::kAutoShortExtensions);
+  for (int call = 0; call < kCalls; ++call) {
+    EXPECT_FALSE(op.auto_choice().has_value()) << "before call " << call;
+    op.run(w.data(), x.data(), y.data(), Mode::Auto);
+    EXPECT_EQ(y, std::vector<float>(m, static_cast<float>(k * comm.size()))) << "call " << call;
+  }
+  ASSERT_TRUE(op.auto_choice().has_value()) << "after " << kCalls << " calls";
+  expect_same_choice_everywhere(op.auto_choice());
+}
+
 TEST(AutoMode, RoundsBelowOneAreRefusedAndTheNameParses) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
@@ -110,6 +136,17 @@ TEST(AutoMode, RoundsBelowOneAreRefusedAndTheNameParses) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("auto_rounds = 0"), std::string::npos) << e.what();
+  }
+  for (double bad : {-1.0, std::nan("")}) {
+    o.auto_rounds = 3;
+    o.auto_min_trial_ms = bad;
+    try {
+      GemvAllReduce op(comm, dev, 16, 2, o);
+      FAIL() << "no error for auto_min_trial_ms = " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("auto_min_trial_ms = "), std::string::npos) << e.what();
+    }
   }
   EXPECT_EQ(parse_mode("auto"), Mode::Auto);
   EXPECT_EQ(to_string(Mode::Auto), "auto");

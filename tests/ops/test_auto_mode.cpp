@@ -98,6 +98,28 @@ TEST(AutoModeChoice, ClearOnlyWhenNoOtherCallBeatsTheWinnersMedian) {
 
 // A result that is not clear adds `rounds` measured rounds in the same rotation (the samples so far
 // are kept), at most kAutoExtensions times; then the context settles whatever they show.
+// Short trials (under the context's bound in all, here 20 ms) extend even when clear, at most
+// kAutoShortExtensions times in all; long clear ones settle; unclear long ones extend twice.
+TEST(AutoModeSchedule, ShortTrialsExtendUpToTheirOwnLimit) {
+  AutoMode a(3, 0.02);
+  EXPECT_FALSE(a.should_extend(true, 0.02));
+  EXPECT_TRUE(a.should_extend(true, 0.01));
+  EXPECT_TRUE(a.should_extend(false, 1.0));
+  int extensions = 0;
+  while (a.should_extend(true, 0.001)) {
+    a.extend();
+    ++extensions;
+  }
+  EXPECT_EQ(extensions, kAutoShortExtensions);
+  EXPECT_FALSE(a.should_extend(false, 0.001));  // the unclear rule's two are long used
+  AutoMode b(3, 0.02);
+  b.extend();
+  b.extend();
+  EXPECT_FALSE(b.should_extend(false, 1.0));
+  EXPECT_TRUE(b.should_extend(false, 0.001));
+  EXPECT_FALSE(AutoMode(3).should_extend(true, 0.0));  // no bound: only the unclear rule
+}
+
 TEST(AutoModeSchedule, AnUnclearResultExtendsTheTrialsAtMostTwice) {
   AutoMode a(1);
   int last_calls = 0, extensions = 0;

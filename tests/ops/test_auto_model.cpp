@@ -164,6 +164,7 @@ TEST(AutoModel, ShapedIsMeasuredNotTrusted) {
   OpOptions o;
   o.tile = 128;
   o.auto_rounds = 1;
+  o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   o.profile = dir.write(shaped_wins(world_size()), "shaped");
   Gemv g(comm, dev, o);
   g.auto_call();
@@ -205,6 +206,7 @@ TEST(AutoModel, ACloseCallMeasuresThePlausibleModesOnly) {
   OpOptions o;
   o.tile = 512;
   o.auto_rounds = 1;
+  o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   o.profile = dir.write(p, "close");
   Gemv g(comm, dev, o);
   for (int call = 0; call < 8 && !g.op.auto_choice(); ++call) {
@@ -224,6 +226,7 @@ TEST(AutoModel, ARankWithoutAProfileMakesAllMeasure) {
   OpOptions o;
   o.tile = 512;
   o.auto_rounds = 1;
+  o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   o.profile = comm.rank() == world_size() - 1 ? "none" : dir.write(sequential_wins(), "some");
   Gemv g(comm, dev, o);
   for (int call = 0; call < 12 && !g.op.auto_choice(); ++call) {
