@@ -185,7 +185,7 @@ TEST(GemmAllToAll, LayerAutoSettlesApartFromRun) {
   Device dev(test_device_config());
   OpOptions opt;
   opt.auto_rounds = 1;
-  opt.auto_min_trial_ms = 0;  // the schedule counted: no short-trial rounds
+  opt.auto_min_trial_ms = 0;                  // the schedule counted: no short-trial rounds
   check_layer(comm, dev, 8, 16, 12, 0, opt);  // 12 Auto calls of each kind: 3 warm-up + 3-9 trials
 }
 
