@@ -97,6 +97,31 @@ def main():
     print(f"\n{within} of {len(rows)} rows within ±15 %; worst: {worst[1]}, {worst[2]} {worst[3]} "
           f"{worst[4]}: predicted {worst[8]:.0f} us, measured {worst[5]:.0f} us "
           f"({worst[8] / worst[5]:.2f}x)")
+    print_settings(rows, computes)
+
+
+def print_settings(rows, computes):
+    """Per setting: rows within ±15 %, pred / meas median [min, max], the compute kernel's
+    pred / meas median, and the same divided by the compute's ratio (README's table)."""
+    med = lambda v: sorted(v)[len(v) // 2]
+    print("\n| setting | rows | within ±15 % | pred / meas median [min, max] | compute kernel pred / "
+          "meas, median | ÷ compute's: within ±15 %, median [min, max] |")
+    print("|---|---|---|---|---|---|")
+    labels = list(dict.fromkeys(r[1] for r in rows))
+    total = total_norm = 0
+    for label in labels:
+        mine = [r for r in rows if r[1] == label]
+        ratios = [r[8] / r[5] for r in mine]
+        norm = [r[8] / r[5] / r[9] for r in mine]
+        w = sum(abs(x - 1) <= 0.15 for x in ratios)
+        wn = sum(abs(x - 1) <= 0.15 for x in norm)
+        total += w
+        total_norm += wn
+        comp = med([c[2] for c in computes if c[0] == label])
+        print(f"| {label} | {len(mine)} | {w} | {med(ratios):.2f} [{min(ratios):.2f}, "
+              f"{max(ratios):.2f}] | {comp:.2f} | {wn}, {med(norm):.2f} [{min(norm):.2f}, "
+              f"{max(norm):.2f}] |")
+    print(f"| all | {len(rows)} | {total} | | | {total_norm} |")
 
 
 if __name__ == "__main__":
