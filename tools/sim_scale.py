@@ -21,16 +21,21 @@ def workloads(n, a):
     ranks = n * a.ranks_per_node
     yield ("dlrm", "embedding_alltoall",
            f"batch={a.batch_per_rank * ranks},tables={a.tables},pool={a.pool},dim={a.dim},"
-           f"tile={a.bag_tile}")
-    yield ("decode", "gemv_allreduce", f"M=4096,K={max(1, 4096 // ranks)},n=1")
-    yield ("decode_tile1024", "gemv_allreduce", f"M=4096,K={max(1, 4096 // ranks)},n=1,tile=1024")
+           f"tile={a.bag_tile}", [])
+    decode = f"M=4096,K={max(1, 4096 // ranks)},n=1"
+    yield ("decode", "gemv_allreduce", decode, [])
+    yield ("decode_tile1024", "gemv_allreduce", decode + ",tile=1024", [])
+    # The two-shot fused protocol (ReduceScatter + AllGather tiles): 2 (N - 1) / N blocks per rank
+    # on the wire instead of every block to every node.
+    yield ("decode_two_shot", "gemv_allreduce", decode, ["--fused-algorithm", "two_shot"])
 
 
 def svg(rows, path):
     """Sequential (dashed) and fused (solid) time per call against nodes, log-log."""
     import math
     names = sorted({r["name"] for r in rows})
-    colours = {"dlrm": "#1f77b4", "decode": "#d62728", "decode_tile1024": "#2ca02c"}
+    colours = {"dlrm": "#1f77b4", "decode": "#d62728", "decode_tile1024": "#2ca02c",
+               "decode_two_shot": "#9467bd"}
     w, h, left, top, pw, ph = 760, 460, 80, 40, 560, 340
     vals = [r[m] for r in rows for m in ("sequential_us", "fused_us")]
     lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
@@ -82,12 +87,12 @@ def main():
         os.remove(a.out)
     rows = []
     for n in NODES:
-        for name, op, shape in workloads(n, a):
+        for name, op, shape, extra in workloads(n, a):
             subprocess.run([os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
                             shape, "--nodes", str(n), "--ranks-per-node", str(a.ranks_per_node),
                             "--cus", str(a.cores), "--slots", str(2 * a.cores), "--link", "100gbit",
                             "--latency", "2us", "--nic-offload", "--profile", a.profile,
-                            "--summary", a.out], check=True, capture_output=True)
+                            "--summary", a.out] + extra, check=True, capture_output=True)
             with open(a.out) as f:
                 r = json.loads(f.readlines()[-1])
             r["name"] = name

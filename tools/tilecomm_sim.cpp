@@ -67,7 +67,7 @@ double parse_time(const std::string& text) {
 int main(int argc, char** argv) {
   CLI::App app{"Simulate a tilecomm operator's modes on N nodes x R ranks (no MPI)"};
   std::string op = "gemv_allreduce", shape_text = "M=4096,K=1024,n=1", profile_path, link, latency,
-              json, timeline;
+              json, timeline, fused_algorithm = "auto";
   model::SimSetup s;
   double oversub = 1;
   bool no_remote_first = false, nic_offload = false;
@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
                  "cores each rank really gets (default: --cus; < 1 when ranks share cores)");
   app.add_option("--chunks", s.options.shaped.chunks, "shaped: chunks");
   app.add_flag("--no-remote-first", no_remote_first, "fused: plain rank order");
+  app.add_option("--fused-algorithm", fused_algorithm,
+                 "GEMV fused protocol: auto (the operator's choice) | one_shot | two_shot");
   app.add_option("--link", link, "NIC rate per direction (default: the profile's MPI beta)");
   app.add_option("--latency", latency,
                  "one-way network latency (default: the profile's MPI alpha less its CPU)");
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     s.options.remote_first = !no_remote_first;
+    s.options.fused_algorithm = tilecomm::parse_fused_algorithm(fused_algorithm);
     s.shape = model::parse_shape(model::parse_op(op), shape_text);
     if (oversub < 1)
       throw tilecomm::Error(tilecomm::ErrorCode::InvalidArgument,
