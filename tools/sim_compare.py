@@ -2,7 +2,8 @@
 """Measured (tools/sim_validate.sh) against tilecomm_sim's prediction, as a markdown table.
 
 Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
-emulated cluster's tc rate; a rank's CPU share is 1 core, or 2/N when N emulated nodes share this
+emulated cluster's tc rate; fused_perf repeats each call on the same weights (--repeated-call);
+a rank's CPU share is 1 core, or 2/N when N emulated nodes share this
 machine's 2 cores. Usage: tools/sim_compare.py --build build --results bench/results/sim
 """
 import argparse
@@ -63,7 +64,7 @@ def main():
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
              SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile",
-             os.path.join(a.results, f"profile_{s}.json")] + args + a.sim_arg,
+             os.path.join(a.results, f"profile_{s}.json"), "--repeated-call"] + args + a.sim_arg,
             capture_output=True, text=True, check=True).stdout
         pred = {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1))
                 for m in MODES + ("compute",)}

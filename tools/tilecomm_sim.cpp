@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
                "fused across nodes: the proxy (the host thread) also takes a share of the cores "
                "for the whole "
                "kernel (it polls MPI; default: CPU per receive only)");
+  app.add_flag(
+      "--repeated-call", s.repeated_call,
+      "the call repeats on the same weights (a benchmark's loop): GEMV weights that fit in "
+      "half the profile's L3 per node are charged from the caches (its gemv_warm points)");
   app.add_flag("--nic-offload", nic_offload,
                "off-node messages cost CPU per message only, not per byte (an RDMA NIC)");
   app.add_option("--profile", profile_path, "profile (default: as Mode::Auto finds it)");

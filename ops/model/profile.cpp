@@ -70,8 +70,10 @@ std::string to_json_text(const Profile& p) {
             {"cus", p.cus},
             {"ranks", p.ranks},
             {"nodes", p.nodes},
+            {"cache_bytes", p.cache_bytes},
             {"compute",
              {{"gemv", fit_json(p.gemv)},
+              {"gemv_warm", fit_json(p.gemv_warm)},
               {"embedding", fit_json(p.embedding)},
               {"gemm", fit_json(p.gemm)},
               {"reduce", fit_json(p.reduce)}}},
@@ -104,8 +106,10 @@ Profile load_profile(const std::string& path) {
     p.cus = j.at("cus").get<int>();
     p.ranks = j.at("ranks").get<int>();
     p.nodes = j.at("nodes").get<int>();
+    p.cache_bytes = j.value("cache_bytes", 0.0);
     const json& c = j.at("compute");
     p.gemv = fit_from(c.at("gemv"));
+    if (c.contains("gemv_warm")) p.gemv_warm = fit_from(c.at("gemv_warm"));  // older: none
     p.embedding = fit_from(c.at("embedding"));
     p.gemm = fit_from(c.at("gemm"));
     p.reduce = fit_from(c.at("reduce"));

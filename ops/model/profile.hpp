@@ -64,6 +64,11 @@ struct Profile {
   // Compute, one CU (a WG on its own), per tile:
   /// GemvAllReduce, float32 (OpenBLAS sgemv): x1 = rows, x2 = rows x K x n.
   Fit gemv;
+  /// The same tiles with W already in the caches (one block of W reused: a loop calling one
+  /// operator on weights that fit in the L3). Empty (no table, zero line) in older profiles.
+  Fit gemv_warm;
+  /// The last-level cache of the calibrating CPU, bytes (0: unknown).
+  double cache_bytes = 0;
   /// EmbeddingAllToAll, float32 pooling: x1 = lookups (a row fetched at random: a cache miss),
   /// x2 = lookups x dim.
   Fit embedding;

@@ -37,8 +37,15 @@ int fused_wgs(const SimSetup& s, const Topology& topo) {
   return topo.num_nodes > 1 ? s.cus : s.slots;
 }
 
-double gemv_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
-  return std::max(0.0, p.gemv.at(double(rows), double(rows) * s.k * s.n));
+// A GEMV tile: its W streamed from memory, or from the caches when the call repeats on weights
+// the node's L3 holds (SimSetup::repeated_call).
+double gemv_tile_s(const Profile& p, const SimSetup& s, std::size_t rows) {
+  const double node_weights =
+      double(s.shape.m) * double(s.shape.k) * sizeof(float) * double(s.ranks_per_node);
+  const bool warm = s.repeated_call && !p.gemv_warm.table.empty() && p.cache_bytes > 0 &&
+                    node_weights <= 0.5 * p.cache_bytes;
+  const Fit& f = warm ? p.gemv_warm : p.gemv;
+  return std::max(0.0, f.at(double(rows), double(rows) * s.shape.k * s.shape.n));
 }
 double pool_tile_s(const Profile& p, const OpShape& s, std::size_t bags) {
   const double lookups = double(bags) * s.pool;
@@ -77,7 +84,7 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
       case GemvTwoShotTask::Compute:  // straight into the owner's slot, or staged and sent
         task.label = "compute";
         task.peer = o;
-        task.steps.push_back(SimStep::compute(gemv_tile_s(p, s.shape, g.rows(b))));
+        task.steps.push_back(SimStep::compute(gemv_tile_s(p, s, g.rows(b))));
         to(o, kPartial | b);
         break;
       case GemvTwoShotTask::Reduce:  // every rank's partial, reduced; sent off-node, flagged on
@@ -127,7 +134,7 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
       case GemvOneShotTask::Compute:
         task.label = "compute";
         task.peer = me;
-        task.steps.push_back(SimStep::compute(gemv_tile_s(p, s.shape, g.rows(b))));
+        task.steps.push_back(SimStep::compute(gemv_tile_s(p, s, g.rows(b))));
         for (int r : mine)  // released in my segment: my node's ranks read it there
           task.steps.push_back(SimStep::send(r, kPartial | b, bytes, SimPath::Flag));
         if (!node_sums) send_off(task, b, bytes);
@@ -287,7 +294,7 @@ std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topol
   if (s.shape.op == OpKind::GemvAllReduce) {
     const GemvBlocks g = gemv_blocks(s);
     for (std::size_t b = split_begin(g.blocks, nc, c); b < split_begin(g.blocks, nc, c + 1); ++b)
-      tiles.push_back(gemv_tile_s(p, s.shape, g.rows(b)));
+      tiles.push_back(gemv_tile_s(p, s, g.rows(b)));
     return tiles;
   }
   if (s.shape.op == OpKind::GemmReduceScatter) {  // chunk c of every owner's rows

@@ -29,6 +29,11 @@ struct SimSetup {
   /// kernel (it polls MPI), besides the CPU of each receive. An upper bound: the real proxy backs
   /// off (sleeps) while nothing arrives.
   bool proxy_polls = false;
+  /// The call repeats on the same weights (a benchmark's loop): GEMV weights whose node's share
+  /// (W per rank x ranks per node) fits in half the profile's cache_bytes stay in the caches,
+  /// and their tiles cost the profile's gemv_warm points. Off: a model's many layers stream
+  /// their weights from memory.
+  bool repeated_call = false;
   OpOptions options;
   int ranks() const { return nodes * ranks_per_node; }
 };

@@ -156,6 +156,32 @@ TEST(Sim, GemvSequentialAndFusedByHand) {
   EXPECT_EQ(prog[0].tasks[7].label, "gather");
 }
 
+// A repeated call (a benchmark's loop) charges GEMV tiles the warm points while the node's W fits
+// in half the profile's cache, else the streamed ones; a one-off call always streams. M = 64,
+// K = 8, float32: 2 KiB of W per rank, 4 KiB for a node of two ranks.
+TEST(Sim, RepeatedCallsOnCachedWeightsCostTheWarmPoints) {
+  Profile p;
+  p.gemv.c = {1 * kMs, 0, 0};                      // streamed: 1 ms a tile
+  p.gemv_warm.c = {1, 1, 1};                       // (the line is not read: a table is)
+  p.gemv_warm.table = {{16, 16 * 8, 0.25 * kMs}};  // warm: 0.25 ms a 16-row tile
+  p.shm.measured = p.mpi.measured = true;
+  p.cache_bytes = 8 << 10;
+  SimSetup s;
+  s.shape = {OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16};  // 4 tiles
+  s.nodes = 1;
+  s.ranks_per_node = 2;
+  s.cus = 1;
+  s.slots = 1;
+  const SimCosts c = bare(0, 1e12);
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);
+  s.repeated_call = true;
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 1 * kMs, 1e-9);  // 4 KiB <= 4 KiB: warm
+  p.cache_bytes = 6 << 10;
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);  // 4 KiB > 3 KiB: streamed
+  p.cache_bytes = 0;                                            // unknown: streamed
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);
+}
+
 TEST(Sim, UnsupportedSetupsAreErrors) {
   Profile p;
   SimSetup s;
