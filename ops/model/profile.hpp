@@ -28,8 +28,8 @@ double table_at(const Fit& f, double x1, double x2);
 /// over `points` measurements; `rms` is the root mean square residual (s), `max_rel` the largest
 /// |residual| / measured. The compute fits also keep their measured points (`table`): at() then
 /// reads the table (table_at), since a kernel's cost per unit is not linear in the tile's shape
-/// (OpenBLAS's sgemv costs 0.5 ns per multiply-add at K = 256 and 0.28 at K = 16 and 1024: the
-/// fit, 59 % off at worst, put GEMV M = 262144 K = 16 at half its measured time).
+/// (the operator's GEMV kernel costs 0.5 ns per multiply-add at K = 256 and 0.28 at K = 16 and
+/// 1024: the fit, 59 % off at worst, put GEMV M = 262144 K = 16 at half its measured time).
 struct Fit {
   std::array<double, 3> c{};
   double rms = 0, max_rel = 0;

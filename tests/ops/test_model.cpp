@@ -69,8 +69,9 @@ TEST(ModelFit, TooFewPointsOrNoVariationIsAnError) {
   EXPECT_THROW(least_squares(same, same, t3, 3), Error);  // rank-deficient: dgels refuses
 }
 
-// A compute fit reads its measured points, not the line, once it has them (issue 15: OpenBLAS's
-// sgemv per multiply-add is not linear in K; the line put GEMV M = 262144 K = 16 at half its time).
+// A compute fit reads its measured points, not the line, once it has them (issue 15: the
+// operator's GEMV kernel's cost per multiply-add is not linear in K; the line put GEMV
+// M = 262144, K = 16 at half its time).
 TEST(ModelFit, TableReadsTheMeasuredPointsNotTheLine) {
   Fit f;
   f.c = {1, 1, 1};  // a line far from the points: must not be read once there is a table
