@@ -124,6 +124,7 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   }
   if (o.check) {
     bench->run(Mode::Sequential);
+    bench->record_reference();
     for (Mode mode : modes) {
       if (mode == Mode::Sequential) continue;
       bench->run(mode);

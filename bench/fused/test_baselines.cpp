@@ -81,6 +81,7 @@ class FakeBench : public OpBench {
   void drop_variant(std::size_t v) override { dropped.insert(v); }
   std::optional<Mode> auto_choice(std::size_t) override { return std::nullopt; }
   Collective collective() const override { return Collective::AllReduce; }
+  void record_reference() override {}
   long long wrong_vs_sequential(Mode) override { return 0; }
   std::size_t bytes() const override { return 0; }
   std::string shape() const override { return "fake"; }
@@ -150,11 +151,18 @@ TEST(Baselines, TunedGemvAgreesWithSequential) {
   s.size = 4096;
   s.ratio = 64;
   auto bench = make_op_bench("gemv_allreduce", comm, dev, s, {});
+  // A sequential call records no reference (the timed ones must not copy their output): only
+  // record_reference() does.
+  bench->run(Mode::Sequential, 0);
+  EXPECT_GT(bench->wrong_vs_sequential(Mode::Sequential), 0) << "a reference without asking";
+  bench->record_reference();
+  EXPECT_EQ(bench->wrong_vs_sequential(Mode::Sequential), 0);
   for (Baseline b : {Baseline::SequentialBestCollective, Baseline::ShapedLds,
                      Baseline::ShapedNonBlocking, Baseline::ShapedCuMask}) {
     const Tuned t = tune(*bench, b, candidates(b, bench->collective(), dev.num_cus(), {}), 2, node);
     ASSERT_TRUE(t.available) << baseline_name(b);
     bench->run(Mode::Sequential, 0);
+    bench->record_reference();
     bench->run(t.mode, t.variant);
     EXPECT_EQ(bench->wrong_vs_sequential(t.mode), 0) << baseline_name(b) << " " << t.knob;
   }

@@ -112,6 +112,7 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   row.automode.time = stats_of(ta);
   // The reference, then every other variant against it.
   bench.run(Mode::Sequential, 0);
+  bench.record_reference();
   for (std::size_t i : live) {
     Column& col = row.cols[i];
     if (i == 0) continue;
