@@ -93,10 +93,15 @@ struct Points {
     t.push_back(s);
   }
   Fit fit(int unknowns) const { return least_squares(x1, x2, t, unknowns); }
-  // A compute sweep's fit and table, from the slowest rank's time of each point (an operator's
-  // call lasts as long as its slowest rank's tiles). Collective.
-  Fit compute_fit(Communicator& comm) {
+  // Every point becomes the slowest rank's time of it (an operator's call lasts as long as its
+  // slowest rank's tiles). Collective.
+  Points& slowest(Communicator& comm) {
     allreduce(comm, t.data(), t.data(), t.size(), DataType::Float64, ReduceOp::Max);
+    return *this;
+  }
+  // A compute sweep's fit and table, from the slowest rank's points. Collective.
+  Fit compute_fit(Communicator& comm) {
+    slowest(comm);
     Fit f = fit(3);
     for (std::size_t i = 0; i < t.size(); ++i)
       f.table.push_back({x1[i], x2[i], t[i]});
@@ -130,13 +135,17 @@ using Sync = std::function<void()>;
 // tiles do (a call streams W once).
 constexpr std::size_t kStreamFloats = std::size_t{24} << 20;  // 96 MiB
 
-Points calibrate_gemv(std::vector<float>& big, const Sync& sync) {
+// GEMV tiles streaming W from `big` (at most 16 MiB of W: a call reads W once), or, `warm`, with
+// W in the caches: `big`'s first block reused (at most 4 MiB, which the L3 holds), as a loop
+// calling one operator on small weights meets it.
+Points calibrate_gemv(std::vector<float>& big, const Sync& sync, bool warm) {
   Points pts;
   std::vector<float> x(8192, 1.0f), y(4096);
+  const std::size_t max_elems = warm ? std::size_t{1} << 20 : std::size_t{4} << 20;
   for (std::size_t rows : {16, 64, 256, 1024, 4096})
     for (std::size_t k : {16, 64, 256, 1024, 4096}) {
-      if (rows * k > (std::size_t{4} << 20)) continue;  // 16 MiB of W at most
-      const std::size_t elems = rows * k, slots = kStreamFloats / elems;
+      if (rows * k > max_elems) continue;
+      const std::size_t elems = rows * k, slots = warm ? 1 : kStreamFloats / elems;
       auto tile = [&](int r) {
         const float* w = big.data() + (static_cast<std::size_t>(r) % slots) * elems;
         kernels::gemv_f32_operator(w, rows, k, x.data(), y.data());
@@ -169,22 +178,6 @@ double last_level_cache_bytes() {
     }
   }
   return bytes;
-}
-
-// The same GEMV tiles with their W in the caches: one block reused (W up to 4 MiB, which the L3
-// holds), as a loop calling one operator on small weights meets it.
-Points calibrate_gemv_warm(const Sync& sync) {
-  Points pts;
-  std::vector<float> x(8192, 1.0f), y(4096), w(std::size_t{1} << 20, 0.25f);
-  for (std::size_t rows : {16, 64, 256, 1024, 4096})
-    for (std::size_t k : {16, 64, 256, 1024, 4096}) {
-      if (rows * k > w.size()) continue;
-      auto tile = [&](int) { kernels::gemv_f32_operator(w.data(), rows, k, x.data(), y.data()); };
-      const int reps = reps_for(tile);
-      sync();
-      pts.add(double(rows), double(rows * k), time_median(reps, tile));
-    }
-  return pts;
 }
 
 Points calibrate_embedding(std::vector<float>& big, const Sync& sync) {
@@ -293,8 +286,7 @@ double calibrate_bulk_copy(Communicator& comm, std::vector<float>& big, const Sy
     sync();
     pts.add(double(n * sizeof(float)), 0, time_median(reps, copy));
   }
-  allreduce(comm, pts.t.data(), pts.t.data(), pts.t.size(), DataType::Float64, ReduceOp::Max);
-  return std::max(0.0, pts.fit(2).c[1]);
+  return std::max(0.0, pts.slowest(comm).fit(2).c[1]);
 }
 
 constexpr std::size_t kSizes[] = {8, 1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20};
@@ -487,14 +479,11 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
     for (std::size_t i = 0; i < big.size(); ++i)
       big[i] = static_cast<float>(i % 7) * 0.25f;
     const Sync sync = [&] { barrier(comm); };
-    p.gemv = calibrate_gemv(big, sync).compute_fit(comm);
-    p.gemv_warm = calibrate_gemv_warm(sync).compute_fit(comm);
+    p.gemv = calibrate_gemv(big, sync, false).compute_fit(comm);
+    p.gemv_warm = calibrate_gemv(big, sync, true).compute_fit(comm);
     p.embedding = calibrate_embedding(big, sync).compute_fit(comm);
     p.gemm = calibrate_gemm(big, sync).compute_fit(comm);
-    Points reduce = calibrate_reduce(big, sync);
-    allreduce(comm, reduce.t.data(), reduce.t.data(), reduce.t.size(), DataType::Float64,
-              ReduceOp::Max);
-    p.reduce = reduce.fit(2);
+    p.reduce = calibrate_reduce(big, sync).slowest(comm).fit(2);
     bulk_beta = calibrate_bulk_copy(comm, big, sync);
   }
   barrier(comm);
