@@ -1,5 +1,8 @@
 #include "ops/common/plan_layout.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace tilecomm::detail {
 
 Topology block_topology(int rank, int nodes, int ranks_per_node) {
@@ -42,6 +45,12 @@ std::vector<int> source_order(const Topology& topo) {
   for (int i = 1; i < topo.size; ++i)
     order.push_back((topo.rank - i + topo.size) % topo.size);
   return order;
+}
+
+std::size_t min_node_tile_rows(double bytes_per_row, double fmas_per_row) {
+  const double row_us = bytes_per_row / kNodeStreamBytesPerUs + fmas_per_row / kNodeFmasPerUs;
+  if (!(row_us > 0)) return 1;
+  return std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(kMinNodeTileUs / row_us)));
 }
 
 }  // namespace tilecomm::detail

@@ -2,6 +2,7 @@
 // The pure part of planning a fused call: where the ranks are and in which order a rank serves
 // them. No MPI and no device, so the operators' planners (ops/*/..._plan.hpp) run both inside a
 // real call (OpContext) and in the simulator (ops/model/sim*.hpp) on a made-up layout.
+#include <cstddef>
 #include <vector>
 
 #include "collectives/topology.hpp"
@@ -20,5 +21,20 @@ std::vector<int> destination_order(const Topology& topo, bool remote_first);
 /// Every other rank once, in the order their tiles are expected to arrive under the rotated
 /// destination order: rank - 1 first (its first destination is this rank), then rank - 2, ...
 std::vector<int> source_order(const Topology& topo);
+
+/// The fewest rows a tile exchanged inside one node needs to pay for its fixed cost: a row's work
+/// is `bytes_per_row` of memory traffic and `fmas_per_row` multiply-adds, costed at a core's
+/// streaming and FMA rates (kNodeStreamBytesPerUs, kNodeFmasPerUs below), and the tile must last
+/// kMinNodeTileUs. A tile's fixed cost on a node — its task, its flag, the consumer's wait — is
+/// ~2 us here. Below it the fused modes lost to sequential on thin, short calls: GemmAllToAll at
+/// K = 1, N = 256 in 32-row tiles (33 KiB each) ran 1.08x sequential's time on one node, in 128-
+/// and 256-row tiles 0.83x; a 1 MiB GEMV AllReduce at K = 1 in 1024-row blocks 1.06x, in 8192-
+/// 32768-row blocks 0.96x. Larger floors cost balance: at 25 us the MoE example's 32-row tiles (K
+/// = N = 128, 16 us each) became 64-row ones and both modes ran ~10 % slower (docs/ops.md, "Tiles
+/// that pay for themselves on a node"). At least 1.
+std::size_t min_node_tile_rows(double bytes_per_row, double fmas_per_row);
+inline constexpr double kMinNodeTileUs = 12.0;
+inline constexpr double kNodeStreamBytesPerUs = 10000.0;  // 10 GB/s: one core, cold memory
+inline constexpr double kNodeFmasPerUs = 40000.0;         // 40 GFMA/s: the packed fp32 kernels
 
 }  // namespace tilecomm::detail

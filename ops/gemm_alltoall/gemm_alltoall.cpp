@@ -7,6 +7,7 @@
 
 #include "ops/common/op_util.hpp"
 #include "ops/gemm_alltoall/gemm_alltoall_impl.hpp"
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
 #include "tilecomm/bench_hooks.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/error.hpp"
@@ -53,9 +54,12 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   off_rows = ctx.options.tile ? tile_rows
                               : tile_rows * std::max<std::size_t>(
                                                 1, kOffNodeTileBytes / (tile_rows * row_bytes));
+  // Tiles within the node: whole row tiles enough to pay for a tile's task, flag and wait
+  // (gemm_alltoall_node_rows: thin GEMMs, K = 1, take 4x as many rows).
+  node_rows = ctx.options.tile ? tile_rows : gemm_alltoall_node_rows(k, n, tile_rows);
   col_blocks = (n + tile_cols - 1) / tile_cols;
   // The model sees the most rows this rank's experts compute (the routing is per call).
-  ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, tile_rows});
+  ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, node_rows});
   ctx.agree(
       {"k", "n", "tile rows", "shaped.chunks", "auto_rounds", "auto_min_trial_us"},
       {static_cast<long long>(k), static_cast<long long>(n), static_cast<long long>(tile_rows),

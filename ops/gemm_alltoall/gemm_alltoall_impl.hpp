@@ -68,7 +68,7 @@ struct GemmAllToAllImpl {
   void fill_header(int peer, std::uint64_t* words) const;
   void check_header(int peer, const std::uint64_t* words) const;
   /// Flag index (and MPI tag) of the result tile of global expert g at (row in expert, column).
-  /// (Off-node tiles start at multiples of off_rows, themselves multiples of tile_rows.)
+  /// (Tiles start at multiples of off_rows or node_rows, themselves multiples of tile_rows.)
   std::size_t flag_of(std::size_t g, std::size_t row, std::size_t col) const {
     return (g * max_row_blocks + row / tile_rows) * col_blocks + col / tile_cols;
   }
@@ -130,9 +130,10 @@ struct GemmAllToAllImpl {
   std::vector<std::size_t> max_in_of;   // per rank: its max_rows_in
   std::size_t most_experts = 0;         // the most experts of a rank
   std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
-  std::size_t off_rows = 0;  // rows of a tile to or from another node: a multiple of tile_rows
+  std::size_t off_rows = 0;   // rows of a tile to or from another node: a multiple of tile_rows
+  std::size_t node_rows = 0;  // rows of a tile within the node: a multiple of tile_rows
   /// Rows per tile between this rank and `peer` (the same on both sides of the pair).
-  std::size_t row_step(int peer) const { return topo.on_node(peer) ? tile_rows : off_rows; }
+  std::size_t row_step(int peer) const { return topo.on_node(peer) ? node_rows : off_rows; }
   /// The row tiles of `rows` rows exchanged with `peer`: f(first row, rows in the tile). Every
   /// tiling of a pair (result tiles, their arrivals, run_layer's dispatch blocks) walks this, so
   /// both sides of the pair cut the same tiles.

@@ -54,19 +54,27 @@ FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payloa
   return payload_bytes <= kOneShotMaxBytes ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
 }
 
-std::size_t gemv_default_tile(std::size_t m, std::size_t n, FusedAlgorithm algorithm,
+std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, FusedAlgorithm algorithm,
                               std::size_t wg_slots, int ranks, bool spans_nodes) {
   // Two-shot: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows on one node;
   // up to 4096 rows (16 KiB messages) across nodes, where each tile is an MPI message and Open
   // MPI's per-message cost over TCP outweighs finer overlap (docs/ops.md, "Tile size across
-  // nodes"). Those caps are bytes (4 and 16 KiB of Y): with n vectors, n times fewer rows.
+  // nodes"). Those caps are bytes (4 and 16 KiB of Y): with n vectors, n times fewer rows. On one
+  // node a block also carries enough work to pay for its three tasks (min_node_tile_rows: a row
+  // reads k floats of W and stores and reduces n partials), yet every WG slot of the job
+  // keeps two blocks: a thin W (k = 1: 1024 rows are 8 KiB of work) takes far larger blocks.
   // One-shot: one_shot_tile() (the host drives the proxy: every WG slot computes).
   if (algorithm == FusedAlgorithm::OneShot)
     return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes);
-  const std::size_t target =
-      std::max<std::size_t>(1, 8 * wg_slots * static_cast<std::size_t>(ranks));
+  const auto p = static_cast<std::size_t>(ranks);
+  const std::size_t target = std::max<std::size_t>(1, 8 * wg_slots * p);
   const std::size_t max_tile = std::max<std::size_t>(16, (spans_nodes ? 4096 : 1024) / n);
-  return std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
+  const std::size_t tile = std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
+  if (spans_nodes) return tile;
+  const std::size_t paying =
+      (min_node_tile_rows(double(k + 2 * n) * sizeof(float), double(k) * double(n)) + 15) / 16 * 16;
+  const std::size_t most = m / std::max<std::size_t>(1, 2 * wg_slots * p) / 16 * 16;
+  return std::max(tile, std::min(paying, most));
 }
 
 std::vector<std::size_t> gemv_two_shot_order(const Topology& topo, const GemvBlocks& g,

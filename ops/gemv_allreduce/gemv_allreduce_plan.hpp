@@ -34,9 +34,10 @@ enum class GemvOneShotTask : std::size_t { Compute, NodeReduce, Final };
 /// FusedAlgorithm::Auto resolved for a payload of `payload_bytes` (M x n floats): one-shot up to
 /// 256 KiB, two-shot above.
 FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes);
-/// The default tile (rows) for `algorithm` (resolved) on `wg_slots` WG slots per rank, `ranks`
-/// ranks, across nodes or not (the constructor's rule; then the smallest across ranks).
-std::size_t gemv_default_tile(std::size_t m, std::size_t n, FusedAlgorithm algorithm,
+/// The default tile (rows) of an M x k_local GEMV on n vectors for `algorithm` (resolved) on
+/// `wg_slots` WG slots per rank, `ranks` ranks, across nodes or not (the constructor's rule; then
+/// the smallest across ranks).
+std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, FusedAlgorithm algorithm,
                               std::size_t wg_slots, int ranks, bool spans_nodes);
 
 /// Two-shot task order of rank topo.rank: with `remote_first`, other owners' blocks first

@@ -8,6 +8,10 @@
 #include <charconv>
 #include <cmath>
 
+#include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
+#include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::model {
@@ -192,29 +196,21 @@ OpShape parse_shape(OpKind op, std::string_view text) {
 }
 
 std::size_t default_tile(const OpShape& s, const Layout& l) {
+  // The operators' own rules (their _plan headers), so the model plans the tiles they cut.
   const std::size_t slots = static_cast<std::size_t>(std::max(1, l.cus * l.wg_slots));
-  const std::size_t p = static_cast<std::size_t>(std::max(1, l.ranks));
+  const int p = std::max(1, l.ranks);
   switch (s.op) {
     case OpKind::GemvAllReduce: {
-      const double bytes = double(s.m) * s.n * kFloat;
-      if (bytes <= 256 * 1024) {  // one-shot (gemv_allreduce.cpp, one_shot_tile()): blocks
-        std::size_t blocks = 2 * slots;
-        if (l.nodes > 1) {  // sqrt(S beta / c) for a 1 Gbit/s link, 10 us per message
-          const auto best = static_cast<std::size_t>(std::lround(std::sqrt(bytes / 125.0 / 10.0)));
-          blocks = ceil_div(std::max(best, slots), slots) * slots;
-        }
-        return std::max<std::size_t>(16, (ceil_div(s.m, blocks) + 15) / 16 * 16);
-      }
-      const std::size_t target = std::max<std::size_t>(1, 8 * slots * p);
-      const std::size_t max_tile = std::max<std::size_t>(16, (l.nodes > 1 ? 4096 : 1024) / s.n);
-      return std::clamp<std::size_t>((s.m / target + 15) / 16 * 16, 16, max_tile);
+      const FusedAlgorithm a =
+          detail::gemv_fused_algorithm(FusedAlgorithm::Auto, s.m * s.n * sizeof(float));
+      return detail::gemv_default_tile(s.m, s.k, s.n, a, slots, p, l.nodes > 1);
     }
     case OpKind::EmbeddingAllToAll:
-      return std::clamp<std::size_t>(ceil_div(s.m, p) * s.tables / (4 * slots), 1, 256);
+      return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots);
     case OpKind::GemmAllToAll:
-      return 32;
+      return detail::gemm_alltoall_node_rows(s.k, s.n, 32);
     case OpKind::GemmReduceScatter:
-      return std::clamp<std::size_t>(s.m / std::max<std::size_t>(1, 4 * slots), 8, 256);
+      return detail::gemm_rs_default_tile(s.m, slots);
   }
   return 1;
 }

@@ -374,7 +374,7 @@ std::size_t sim_tile(const SimSetup& s) {
   if (s.shape.tile || s.options.tile) return s.shape.tile ? s.shape.tile : s.options.tile;
   const std::size_t slots = static_cast<std::size_t>(s.slots);
   if (s.shape.op == OpKind::GemvAllReduce)
-    return gemv_default_tile(s.shape.m, s.shape.n, gemv_algorithm(s), slots, s.ranks(),
+    return gemv_default_tile(s.shape.m, s.shape.k, s.shape.n, gemv_algorithm(s), slots, s.ranks(),
                              s.nodes > 1);
   if (s.shape.op == OpKind::GemmReduceScatter) return gemm_rs_default_tile(s.shape.m, slots);
   return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots);

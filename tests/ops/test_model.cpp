@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/common/auto_mode.hpp"
+#include "ops/common/plan_layout.hpp"
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
+#include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/fit.hpp"
 #include "ops/model/predict.hpp"
 #include "ops/model/profile.hpp"
@@ -159,6 +162,47 @@ TEST(ModelPredict, GemvAcrossTwoNodesByHand) {
   slow.mpi.time.c[1] = 1e-6;  // 1 us/B: 4 x 1024 B = 4096 us
   const Prediction q = predict(slow, s, Layout{2, 2, 1, 1}, OpOptions{});
   EXPECT_NEAR(q.fused, (256 + 4096 + 10 + 30 + 1024) * 1e-6, 1e-9);
+}
+
+// The tiling rule for tiles exchanged on one node (plan_layout.hpp): a tile lasts at least
+// kMinNodeTileUs at 10 GB/s and 40 GFMA/s.
+TEST(ModelTiles, NodeTilesPayForTheirFixedCostByHand) {
+  using detail::min_node_tile_rows;
+  EXPECT_EQ(min_node_tile_rows(10000.0, 0.0), 12u);     // 1 us of streaming per row
+  EXPECT_EQ(min_node_tile_rows(0.0, 40000.0), 12u);     // 1 us of multiply-adds per row
+  EXPECT_EQ(min_node_tile_rows(5000.0, 20000.0), 12u);  // 0.5 + 0.5 us
+  EXPECT_EQ(min_node_tile_rows(1e9, 0.0), 1u);          // one row is already long enough
+  EXPECT_EQ(min_node_tile_rows(0.0, 0.0), 1u);
+  // GemmAllToAll: whole 32-row tiles, at most 16. K = 1, N = 256: a row is 1028 B and 256 FMAs,
+  // 0.1092 us, so 110 rows -> 4 tiles; K = N = 128: 0.512 us -> 24 rows -> 1 tile.
+  EXPECT_EQ(detail::gemm_alltoall_node_rows(1, 256, 32), 128u);
+  EXPECT_EQ(detail::gemm_alltoall_node_rows(128, 128, 32), 32u);
+  EXPECT_EQ(detail::gemm_alltoall_node_rows(256, 256, 32), 32u);
+  EXPECT_EQ(detail::gemm_alltoall_node_rows(1, 1, 32), 16u * 32u);  // capped at 16 tiles
+  EXPECT_EQ(detail::gemm_alltoall_node_rows(1, 256, 64), 128u);     // whole tiles of 64
+}
+
+TEST(ModelTiles, GemvTwoShotBlocksOnOneNodeCarryTheirWork) {
+  using detail::gemv_default_tile;
+  const FusedAlgorithm two = FusedAlgorithm::TwoShot;
+  // K = 1, one vector: a row is 12 B (W, the partial stored and reduced), so 9796 rows pay;
+  // rounded to 16: 9808, under the 262144 / (2 x 2 slots x 2 ranks) = 32768 that keeps every
+  // slot two blocks. The 1024-row cap alone gave 256 blocks of 12 KiB of work.
+  EXPECT_EQ(gemv_default_tile(262144, 1, 1, two, 2, 2, false), 9808u);
+  // A short M: two blocks per slot win over paying rows.
+  EXPECT_EQ(gemv_default_tile(16384, 1, 1, two, 2, 2, false), 2048u);
+  // Real K: 1024 rows of 1 KiB already pay; across nodes the message caps stay.
+  EXPECT_EQ(gemv_default_tile(262144, 256, 1, two, 2, 2, false), 1024u);
+  EXPECT_EQ(gemv_default_tile(262144, 1, 1, two, 2, 2, true), 4096u);
+  // The model plans the operator's tiles.
+  OpShape s;
+  s.op = OpKind::GemvAllReduce;
+  s.m = 262144;
+  s.k = 1;
+  EXPECT_EQ(default_tile(s, Layout{2, 1, 1, 2}), 9808u);
+  s.op = OpKind::GemmAllToAll;
+  s.n = 256;
+  EXPECT_EQ(default_tile(s, Layout{2, 1, 1, 2}), 128u);
 }
 
 TEST(ModelPredict, OneRankHasNoCollective) {
