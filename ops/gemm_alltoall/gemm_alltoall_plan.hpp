@@ -8,8 +8,8 @@
 namespace tilecomm::detail {
 
 /// Rows of a result tile between ranks of one node (this rank included) for a K x N expert GEMM
-/// in tiles of `tile_rows` x min(N, 256): the fewest whole row tiles, up to 16, whose GEMM (per row: K x
-/// columns multiply-adds, K floats of X read and the columns' results stored) pays for the
+/// in tiles of `tile_rows` x min(N, 256): the fewest whole row tiles, up to 16, whose GEMM (per
+/// row: K x columns multiply-adds, K floats of X read and the columns' results stored) pays for the
 /// tile's fixed cost (min_node_tile_rows). K = 1, N = 256: 128 rows; K = N = 128:
 /// `tile_rows`.
 inline std::size_t gemm_alltoall_node_rows(std::size_t k, std::size_t n, std::size_t tile_rows) {
