@@ -88,13 +88,13 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
     row.auto_choice = std::string(to_string(settled.mode));
     row.auto_trials = settled.trials;
   }
-  // Variants take turns going first, so none always pays for waking an idle device.
+  // Each round runs the variants in a drawn order (round_order): none always goes first (and pays
+  // for waking an idle device), none always follows the same one.
   const int variants = 2 + static_cast<int>(modes.size()) + (o.auto_mode ? 1 : 0);
   for (int it = -o.warmup; it < o.iters; ++it) {
     Timing c, m;
     double t[3] = {0, 0, 0}, ta = 0;
-    for (int j = 0; j < variants; ++j) {
-      const int v = (j + it + o.warmup) % variants;
+    for (const int v : round_order(variants, it + o.warmup)) {
       if (v == 0)
         c = timed(node, [&] { bench->compute_only(); });
       else if (v == 1)

@@ -316,6 +316,7 @@ class MoeBench : public OpBench {
     // The weights do not change between calls (inference): packed once per context, as a server
     // would (GemmAllToAll::set_weights); no call pays for packing.
     ops_[0].set_weights(ptrs_);
+    compute_only();  // collective_only() exchanges the last compute's results: give it some
   }
   void compute_only() override {
     tilecomm::bench::compute_only(ops_[0], {}, x_.data(), recv_, send_);

@@ -9,6 +9,7 @@
 
 #include "bars.hpp"
 #include "baselines.hpp"
+#include "harness.hpp"
 
 namespace tilecomm::bench {
 namespace {
@@ -169,6 +170,24 @@ TEST(Baselines, TunedGemvAgreesWithSequential) {
 }
 
 // Issue 13's bars from a row's medians (docs/workloads.md).
+// The timed rounds' order: a permutation, the same on every rank (a function of the round), and
+// over a benchmark's rounds every variant follows every other (a fixed rotation gave each the
+// same predecessor in every round).
+TEST(RoundOrder, EveryVariantFollowsEveryOther) {
+  const int variants = 6;
+  std::set<std::pair<int, int>> followed;  // (predecessor, variant) within a round
+  for (int round = 0; round < 30; ++round) {
+    const std::vector<int> order = round_order(variants, round);
+    EXPECT_EQ(std::set<int>(order.begin(), order.end()).size(), std::size_t(variants));
+    EXPECT_EQ(order, round_order(variants, round));
+    for (std::size_t j = 1; j < order.size(); ++j)
+      followed.insert({order[j - 1], order[j]});
+  }
+  EXPECT_EQ(followed.size(), std::size_t(variants * (variants - 1)));
+  EXPECT_TRUE(round_order(0, 3).empty());
+  EXPECT_EQ(round_order(1, 3), std::vector<int>{0});
+}
+
 TEST(Bars, OverlapRowMeetsAllThree) {
   // compute 100, comm 50, sequential 150, best other 130, fused 105 (2 cores, CPU 120).
   const Bars b = judge(100, 50, 100, 20, 2, 150, 130, 105);

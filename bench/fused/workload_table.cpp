@@ -1,7 +1,7 @@
 // fused_perf --workload (bench/fused/workload_table.hpp): per case, tune the baselines on few
 // iterations, then measure compute-only, comm-only and every variant side by side (one of each
-// per round, rotating which goes first), check every variant against sequential, and judge the
-// row against issue 13's bars.
+// per round, in an order drawn per round: harness.hpp round_order), check every variant against
+// sequential, and judge the row against issue 13's bars.
 #include "workload_table.hpp"
 
 #include <fmt/format.h>
@@ -85,8 +85,7 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   std::vector<double> ta;
   const int variants = 3 + static_cast<int>(live.size());
   for (int it = -run.warmup; it < run.iters; ++it) {
-    for (int j = 0; j < variants; ++j) {
-      const int v = (j + it + run.warmup) % variants;
+    for (const int v : round_order(variants, it + run.warmup)) {  // harness.hpp
       if (v == 0) {
         const Timing c = timed(node, [&] { bench.compute_only(); });
         if (it >= 0) tc.push_back(c.wall), tcc.push_back(c.cpu);

@@ -11,7 +11,7 @@ namespace tilecomm::bench {
 
 struct WorkloadRun {
   std::string workload;  ///< dlrm | llama-decode | mixtral-moe | all
-  int iters = 10;        ///< measured rounds (each: every variant once, rotating order)
+  int iters = 10;        ///< measured rounds (each: every variant once, in round_order)
   int warmup = 3;        ///< unmeasured rounds before them
   int tune_iters = 3;    ///< rounds per baseline's tuning (after one warm-up call each)
   OpOptions base;        ///< options of sequential and fused (tile, ...)

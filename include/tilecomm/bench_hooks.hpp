@@ -48,7 +48,8 @@ void compute_only(GemmAllToAll& op, std::span<const float* const> weights, const
                   std::span<const std::size_t> recv_counts,
                   std::span<const std::size_t> send_counts);
 /// MoE: the All-to-Allv of sequential mode, from the send buffer and routing of the last
-/// compute_only() call.
+/// compute_only() call (the routing of the last call of any kind). Error(InvalidUsage) before the
+/// context's first compute_only() or run().
 void collective_only(GemmAllToAll& op, float* y);
 
 /// MoE: bytes of this rank's shared memory for run_layer's dispatch inputs (every peer's rows):

@@ -261,6 +261,9 @@ std::size_t bench::layer_input_bytes(GemmAllToAll& op) {
 
 void bench::collective_only(GemmAllToAll& op, float* y) {
   detail::GemmAllToAllImpl& impl = detail::BenchAccess::impl(op);
+  if (impl.route.y_row.empty())  // no call has routed yet: nothing says what to exchange
+    throw Error(ErrorCode::InvalidUsage,
+                "GemmAllToAll: collective_only before any compute_only() or run(): no routing");
   if (y == nullptr && impl.route.rows_out > 0)
     throw Error(ErrorCode::InvalidArgument, "GemmAllToAll: collective_only: y is null");
   impl.exchange(y, 0, 1);

@@ -464,5 +464,66 @@ TEST(GemmAllToAll, ManyTileShapesInOneCall) {
   }
 }
 
+// A thin GEMM (K = 2, N = 256) takes on-node tiles of several 32-row flags (128 rows:
+// gemm_alltoall_node_rows), and blocks of up to 300 rows split into whole and partial ones: every
+// mode puts each row where the source routed it. x row (e, s, i) on the owner is f(s, g, i), so
+// the source knows what each of its rows must be.
+TEST(GemmAllToAll, ThinGemmTakesLargerOnNodeTiles) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  const int p = comm.size(), me = comm.rank();
+  const std::size_t k = 2, n = 256, per = 300;
+  GemmAllToAll op(comm, dev, 2, k, n, per * 2 * p, per * 2 * p);
+  EXPECT_EQ(op.tile_rows(), 32u);
+  const std::size_t G = op.num_experts();
+  auto cnt = [&](int s, std::size_t g) {
+    return 1 + static_cast<std::size_t>(s * 131 + g * 71) % per;
+  };
+  auto f = [](int s, std::size_t g, std::size_t i) { return small_int(s * 7 + g * 3 + i); };
+  std::vector<std::size_t> recv(2 * p), send(G);
+  std::vector<float> x;
+  for (std::size_t e = 0; e < 2; ++e)
+    for (int s = 0; s < p; ++s) {
+      const std::size_t g = op.first_expert() + e;
+      recv[e * p + s] = cnt(s, g);
+      for (std::size_t i = 0; i < recv[e * p + s]; ++i)
+        x.insert(x.end(), k, f(s, g, i));
+    }
+  std::size_t rows_out = 0;
+  for (std::size_t g = 0; g < G; ++g)
+    rows_out += send[g] = cnt(me, g);
+  std::vector<float> w0(k * n, 1.0f), w1(k * n, 2.0f);
+  const std::vector<const float*> wp = {w0.data(), w1.data()};
+  for (Mode mode : {Mode::Sequential, Mode::Shaped, Mode::Fused}) {
+    std::vector<float> y(rows_out * n, -1.0f);
+    op.run(wp, x.data(), recv, send, y.data(), mode);
+    std::size_t row = 0, wrong = 0;
+    for (std::size_t g = 0; g < G; ++g)
+      for (std::size_t i = 0; i < send[g]; ++i, ++row) {
+        const float want = static_cast<float>(k) * f(me, g, i) * (g % 2 == 0 ? 1.0f : 2.0f);
+        for (std::size_t c = 0; c < n; ++c)
+          wrong += y[row * n + c] != want;
+      }
+    EXPECT_EQ(wrong, 0u) << to_string(mode);
+  }
+}
+
+// The benchmark hook's All-to-Allv exchanges what the last call routed: before any call it has
+// nothing to go by and says so (it read empty routing and crashed when fused_perf's drawn round
+// order first put it before compute_only()).
+TEST(GemmAllToAll, BenchCollectiveBeforeAnyCallIsRefused) {
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(test_device_config());
+  GemmAllToAll op(comm, dev, 1, 4, 8, 16, 16);
+  std::vector<float> y(16 * 8);
+  try {
+    bench::collective_only(op, y.data());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("no routing"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tilecomm::test
