@@ -3,10 +3,11 @@
 
 Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
 emulated cluster's tc rate; fused_perf repeats each call on the same weights (--repeated-call);
-a rank's CPU share is 1 core, or 2/N when N emulated nodes share this
-machine's 2 cores. Usage: tools/sim_compare.py --build build --results bench/results/sim
+a rank's CPU share is 1 core, or, when N emulated nodes share this machine's 2 cores,
+the share of the most crowded core (1/2 for 3 and 4 nodes). Usage: tools/sim_compare.py --build build --results bench/results/sim
 """
 import argparse
+import math
 import glob
 import json
 import os
@@ -27,7 +28,10 @@ def setting_args(s, cores):
         return ["--nodes", "1", "--ranks-per-node", "2"], "1 node, np 2 (shm)"
     m = re.fullmatch(r"(\d+)n(\d+)g", s)
     nodes, gbit = int(m.group(1)), m.group(2)
-    share = min(1.0, cores / nodes)
+    # tools/cluster --cpus split gives node k CPU k mod cores: with 3 nodes on 2 cores, nodes 0
+    # and 2 take turns on one core (half each) while node 1 has the other. A call waits for its
+    # slowest rank, so every rank is simulated at the smallest share (1 / nodes per core).
+    share = min(1.0, 1.0 / math.ceil(nodes / cores))
     return (["--nodes", str(nodes), "--ranks-per-node", "1", "--link", gbit + "gbit",
              "--cpu-share", str(share)], f"{nodes} nodes, {gbit} Gbit/s")
 
