@@ -169,7 +169,6 @@ TEST(Baselines, TunedGemvAgreesWithSequential) {
   }
 }
 
-// Issue 13's bars from a row's medians (docs/workloads.md).
 // The timed rounds' order: a permutation, the same on every rank (a function of the round), and
 // over a benchmark's rounds every variant follows every other (a fixed rotation gave each the
 // same predecessor in every round).
@@ -188,6 +187,7 @@ TEST(RoundOrder, EveryVariantFollowsEveryOther) {
   EXPECT_EQ(round_order(1, 3), std::vector<int>{0});
 }
 
+// Issue 13's bars from a row's medians (docs/workloads.md).
 TEST(Bars, OverlapRowMeetsAllThree) {
   // compute 100, comm 50, sequential 150, best other 130, fused 105 (2 cores, CPU 120).
   const Bars b = judge(100, 50, 100, 20, 2, 150, 130, 105);

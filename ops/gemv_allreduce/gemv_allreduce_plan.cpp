@@ -62,7 +62,7 @@ std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, Fused
   // nodes"). Those caps are bytes (4 and 16 KiB of Y): with n vectors, n times fewer rows. On one
   // node a block also carries enough work to pay for its three tasks (min_node_tile_rows: a row
   // reads k floats of W and stores and reduces n partials), yet every WG slot of the job
-  // keeps two blocks: a thin W (k = 1: 1024 rows are 8 KiB of work) takes far larger blocks.
+  // keeps two blocks: a thin W (k = 1: 1024 rows are 12 KiB of work) takes far larger blocks.
   // One-shot: one_shot_tile() (the host drives the proxy: every WG slot computes).
   if (algorithm == FusedAlgorithm::OneShot)
     return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes);
