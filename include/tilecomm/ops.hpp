@@ -30,14 +30,15 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// beats every other by more than 3x (best x 3 < other: the model's ranking error reaches that),
 /// Auto settles on it at once (no trial calls); otherwise it measures, as below, only the modes
 /// predicted within 3x of the best.
-/// Auto without a profile: the context's first calls try sequential, shaped and fused in turn (one
-/// warm-up round, then OpOptions::auto_rounds measured rounds); then every rank settles on the same
-/// mode for good: the one with the lowest median of the slowest rank's call time, where a mode
-/// other than sequential must beat sequential by 5 % (noise margin). When another mode's fastest
-/// trial call was no slower than that mode's median (not clear), it first runs auto_rounds more
-/// rounds, at most twice; and while the measured calls add up to under
-/// OpOptions::auto_min_trial_ms (20 ms; calls of a few hundred microseconds), at most 8 times in
-/// all. Settling costs one small AllReduce per decision.
+/// Auto without a profile: the context's first calls try sequential, shaped and fused in turn, in
+/// blocks: per mode one lead-in call (not timed) and OpOptions::auto_rounds timed calls of the same
+/// mode, so each timed call follows a call of its own mode as it will once settled; then every
+/// rank settles on the same mode for good: the one with the lowest median of the slowest rank's
+/// call time, where a mode other than sequential must beat sequential by 5 % (noise margin). When
+/// another mode's fastest trial call was no slower than that mode's median (not clear), it first
+/// runs another pass of blocks (in rotated order), at most twice; and while the timed calls add up
+/// to under OpOptions::auto_min_trial_ms (20 ms; calls of a few hundred microseconds), at most 8
+/// times in all. Settling costs one small AllReduce per decision.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
 /// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
 /// calls with an explicit mode in between are neither timed nor counted.
@@ -105,12 +106,13 @@ struct OpOptions {
   /// only Auto). Auto picks OneShot for small outputs (latency-bound calls such as decode), TwoShot
   /// above; see the operator's header. Must be equal on every rank.
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
-  /// Mode::Auto's measured rounds (each: one call per mode) before it settles; >= 1 (up to 3x as
-  /// many when the result is not clear, 9x when the calls are short). Must be equal on every rank.
+  /// Mode::Auto's timed calls per mode (each block: a lead-in, then these) before it settles; >= 1
+  /// (up to 3x as many when the result is not clear, 9x when the calls are short). Must be equal
+  /// on every rank.
   int auto_rounds = 3;
   /// Mode::Auto: measured trials adding up to less than this (milliseconds, the slowest rank's
-  /// calls) are extended by auto_rounds more rounds, at most 8 times in all: a few rounds of
-  /// sub-millisecond calls are too few samples on a shared machine. >= 0 (0: off). Must be equal
+  /// calls) are extended by another pass of blocks, at most 8 times in all: a few sub-millisecond
+  /// calls per mode are too few samples on a shared machine. >= 0 (0: off). Must be equal
   /// on every rank.
   double auto_min_trial_ms = 20;
   /// Mode::Auto's cost profile: "" = the file TILECOMM_PROFILE names, else the default path

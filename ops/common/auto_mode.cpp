@@ -52,19 +52,19 @@ void AutoMode::set_candidates(std::vector<Mode> modes) {
 
 Mode AutoMode::next() const {
   if (choice_) return *choice_;
-  const std::size_t n = candidates_.size();
-  const std::size_t round = calls_ / n;  // round 0 is the warm-up
-  return candidates_[(calls_ + round - (round > 0)) % n];
+  const std::size_t pass = calls_ / pass_calls();
+  const std::size_t slot = calls_ % pass_calls() / block();  // the block within the pass
+  return candidates_[(slot + pass) % candidates_.size()];
 }
 
 bool AutoMode::record(double seconds) {
   if (choice_) return false;
-  if (calls_ >= candidates_.size()) {  // the first round is the warm-up
+  if (measuring()) {
     samples_.push_back(seconds);
     modes_.push_back(next());
   }
   ++calls_;
-  return calls_ == candidates_.size() * (static_cast<std::size_t>(rounds_) + 1);
+  return calls_ == pass_calls() * static_cast<std::size_t>(1 + extensions_);
 }
 
 }  // namespace tilecomm::detail

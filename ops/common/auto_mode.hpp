@@ -6,16 +6,21 @@
 // winner is settled on before any trial call (settle()), else only the plausible candidates are
 // tried (set_candidates()); the schedule below then runs over those.
 //
-// Schedule (the same on every rank, by call count): one warm-up round (sequential, shaped, fused;
-// not measured: the first call of a mode pays for lazily built buffers, the proxy's start and cold
-// caches), then `rounds` measured rounds, round r in the candidates' order rotated by r, so that
-// every mode follows every other one equally often. Each measured call starts with a barrier:
-// otherwise a call would be charged the ranks' exit skew of the call before it (fused calls let
-// ranks leave unevenly; that was charged to sequential, which always came next). After the last
-// one the ranks agree on the slowest rank's time of every measured call (one small AllReduce) and
-// settle on choose_auto_mode() of it — unless that choice is not clear (auto_choice_is_clear), or
-// the measured calls took under OpOptions::auto_min_trial_ms in all: then `rounds` more rounds
-// follow (at most kAutoExtensions, or kAutoShortExtensions, times), and the ranks agree again.
+// Schedule (the same on every rank, by call count): passes of one block per candidate, each block
+// a lead-in call of its mode (not measured: the first call of a mode pays for lazily built
+// buffers, the proxy's start and cold caches, and it leaves behind what that mode leaves) and
+// `rounds` measured calls of the same mode; pass p runs the candidates' blocks in their order
+// rotated by p. So every measured call follows a call of its own mode, as every call will once
+// Auto has settled: a call inherits what the call before it left — ranks leaving a fused call
+// unevenly, a drained token bucket on a shaped link, caches — and in the earlier schedule (rounds
+// of one call per mode, rotated) sequential always followed fused and shaped sequential; at 2
+// emulated nodes and 5 Gbit/s that settled on shaped, which then ran 1.15x sequential. Each
+// measured call starts with a barrier: otherwise a call would be charged the ranks' exit skew of
+// the call before it. After the first pass the ranks agree on the slowest rank's time of every
+// measured call (one small AllReduce) and settle on choose_auto_mode() of it — unless that choice
+// is not clear (auto_choice_is_clear), or the measured calls took under
+// OpOptions::auto_min_trial_ms in all: then another pass follows (at most kAutoExtensions, or
+// kAutoShortExtensions, times), and the ranks agree again.
 // Barriers and the AllReduces are the only communication Auto adds, and only while trying.
 #include <cstddef>
 #include <iterator>
@@ -41,36 +46,40 @@ inline constexpr double kAutoMargin = 0.05;
 /// earlier candidate).
 Mode choose_auto_mode(std::span<const double> slowest, std::span<const Mode> modes);
 
-/// How many times Auto may add `rounds` more measured rounds when the trials are not clear.
+/// How many times Auto may add a pass (`rounds` more measured calls of every candidate) when the
+/// trials are not clear.
 inline constexpr int kAutoExtensions = 2;
 
 /// Trials shorter in all than OpOptions::auto_min_trial_ms (the slowest rank's measured calls,
-/// summed) are extended too, at most kAutoShortExtensions times: three rounds of sub-millisecond
-/// calls are a few ms of a shared machine's time, too few samples to rank modes 10-30 % apart (a
-/// 0.4 ms GemmAllToAll row settled on shaped "clearly" and then ran 1.36x fused's time). Short
-/// calls make the extra rounds cheap: at most 27 rounds of three calls.
+/// summed) are extended too, at most kAutoShortExtensions times: three calls a mode of
+/// sub-millisecond calls are a few ms of a shared machine's time, too few samples to rank modes
+/// 10-30 % apart (a 0.4 ms GemmAllToAll row settled on shaped "clearly" and then ran 1.36x fused's
+/// time). Short calls make the extra passes cheap: at most 9 passes of 12 calls (3 candidates, 3
+/// rounds).
 inline constexpr int kAutoShortExtensions = 8;
 
 /// Whether the trials tell `winner` (choose_auto_mode's) apart from every other measured mode: each
 /// other mode's fastest call is slower than the winner's median. Otherwise their calls overlap so
 /// much that three samples a mode can rank them either way (a 5 Gbit/s row settled on shaped at
-/// 1.1-1.3x fused's time), and Auto measures more rounds (AutoMode::extend).
+/// 1.1-1.3x fused's time), and Auto measures another pass (AutoMode::extend).
 bool auto_choice_is_clear(std::span<const double> slowest, std::span<const Mode> modes,
                           Mode winner);
 
 class AutoMode {
  public:
-  /// `rounds` measured rounds (>= 1); trials under `min_trial_seconds` in all are short.
+  /// `rounds` measured calls per candidate and pass (>= 1); trials under `min_trial_seconds` in
+  /// all are short.
   explicit AutoMode(int rounds, double min_trial_seconds = 0)
-      : rounds_(rounds), base_rounds_(rounds), min_trial_seconds_(min_trial_seconds) {}
+      : rounds_(rounds), min_trial_seconds_(min_trial_seconds) {}
   /// Tries only `modes` (a non-empty subset of kAutoCandidates, in its order); before the first
   /// call. One candidate settles on it at once.
   void set_candidates(std::vector<Mode> modes);
   const std::vector<Mode>& candidates() const { return candidates_; }
   /// The mode of the next call: its trial mode while trying, then the choice.
   Mode next() const;
-  /// Whether the next call is a measured trial call (the caller starts it with a barrier).
-  bool measuring() const { return !choice_ && calls_ >= candidates_.size(); }
+  /// Whether the next call is a measured trial call (the caller starts it with a barrier): not a
+  /// block's lead-in.
+  bool measuring() const { return !choice_ && calls_ % block() != 0; }
   /// While trying: this rank's time of the call just run in next()'s mode. Returns true when it
   /// was the last trial call: the caller then agrees across ranks (slowest()) and settles.
   bool record(double seconds);
@@ -79,12 +88,10 @@ class AutoMode {
   std::vector<double>& samples() { return samples_; }
   const std::vector<Mode>& sample_modes() const { return modes_; }
   void settle(Mode mode) { choice_ = mode; }
-  /// After a last trial call whose result was not clear: `rounds` more measured rounds in the same
-  /// schedule (the samples so far are kept), at most kAutoExtensions times (can_extend()).
-  void extend() {
-    rounds_ += base_rounds_;
-    ++extensions_;
-  }
+  /// After a last trial call whose result was not clear: one more pass, `rounds` more measured
+  /// calls of every candidate (the samples so far are kept), at most kAutoExtensions times
+  /// (can_extend()).
+  void extend() { ++extensions_; }
   bool can_extend() const { return extensions_ < kAutoExtensions; }
   /// Whether trials that were `clear` (auto_choice_is_clear) and took `trial_seconds` in all
   /// extend: unclear ones while can_extend(), short ones (under min_trial_seconds) at most
@@ -97,10 +104,13 @@ class AutoMode {
   std::optional<Mode> choice() const { return choice_; }
 
  private:
-  int rounds_, base_rounds_, extensions_ = 0;
+  // A block: a lead-in and `rounds_` measured calls of one mode; a pass: one block per candidate.
+  std::size_t block() const { return static_cast<std::size_t>(rounds_) + 1; }
+  std::size_t pass_calls() const { return candidates_.size() * block(); }
+  int rounds_, extensions_ = 0;
   double min_trial_seconds_;
   std::vector<Mode> candidates_{std::begin(kAutoCandidates), std::end(kAutoCandidates)};
-  std::size_t calls_ = 0;  // calls recorded, warm-up included
+  std::size_t calls_ = 0;  // calls recorded, lead-ins included
   std::vector<double> samples_;
   std::vector<Mode> modes_;
   std::optional<Mode> choice_;

@@ -221,7 +221,7 @@ batch must agree on every rank (k_local may differ). Options: tile (rows per til
 sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_algorithm ("auto",
 "one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes),
 shaped_policy ("lds", "cu_mask": a dedicated communication CU, "nonblocking": the host posts each
-chunk's collective), auto_rounds (mode="auto": measured rounds before settling; see auto_choice),
+chunk's collective), auto_rounds (mode="auto": timed calls per mode before settling; see auto_choice),
 auto_min_trial_ms (mode="auto": short trials are extended until they add up to this; 0: off),
 profile (mode="auto"'s cost profile: "" = TILECOMM_PROFILE or the default path if present, a path,
 or "none"; docs/model.md).

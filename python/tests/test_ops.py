@@ -103,16 +103,16 @@ def test_gemv_errors(comm, device):
 
 
 def test_gemv_auto_settles_on_one_mode_everywhere(comm, device):
-    """mode="auto": a warm-up round and auto_rounds timed rounds over the three modes (one or two
-    rounds more when the result is not clear; no short-trial rounds with auto_min_trial_ms=0),
+    """mode="auto": a pass over the three modes, each a lead-in and auto_rounds timed calls (one or
+    two passes more when the result is not clear; no short-trial passes with auto_min_trial_ms=0),
     every result exact; then auto_choice names the same mode on every rank."""
     m = 128
     ref = sum(w @ x for w, x in (gemv_inputs(r, m) for r in range(comm.size)))
     w, x = gemv_inputs(comm.rank, m)
     with tilecomm.GemvAllReduce(comm, device, m, w.shape[1], auto_rounds=1,
                                 auto_min_trial_ms=0) as op:
-        for call in range(14):  # 3 warm-up + 3 timed calls (+ 3 + 3 if not clear); then settled
-            if call < 6 or call == 12:
+        for call in range(20):  # passes of 3 x (lead-in + 1 timed call): settled after 6, 12, 18
+            if call < 6 or call == 18:
                 assert (op.auto_choice is None) == (call < 6), call
             np.testing.assert_array_equal(op.run(w, x, mode="auto"), ref)
         choice = op.auto_choice

@@ -27,7 +27,7 @@ TEST(AutoMode, GemvTriesEveryModeThenSettlesEverywhere) {
   const int me = comm.rank();
   const std::size_t m = 700, k = 33;
   OpOptions o;
-  o.auto_rounds = 2;        // 3 warm-up calls + 6 measured calls, + 6 and 6 more if not clear
+  o.auto_rounds = 2;        // a pass of 3 blocks of 3 calls (lead-in + 2), + 2 more if not clear
   o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   GemvAllReduce op(comm, dev, m, k, o);
   std::vector<float> w(m * k), x(k), ref(m), y(m);
@@ -38,10 +38,10 @@ TEST(AutoMode, GemvTriesEveryModeThenSettlesEverywhere) {
   op.run(w.data(), x.data(), ref.data(), Mode::Sequential);  // explicit: not counted
   Straggler straggler(dev, 5u + me);
   bool settled = false;
-  for (int call = 0; call < 24; ++call) {
-    // Settles after 9, 15 or 21 calls (auto_choice_is_clear), never before 9, then keeps it.
+  for (int call = 0; call < 30; ++call) {
+    // Settles after 9, 18 or 27 calls (auto_choice_is_clear), never before 9, then keeps it.
     if (call < 9) EXPECT_FALSE(op.auto_choice().has_value()) << "before call " << call;
-    if (call == 21) EXPECT_TRUE(op.auto_choice().has_value()) << "before call " << call;
+    if (call == 27) EXPECT_TRUE(op.auto_choice().has_value()) << "before call " << call;
     if (settled) EXPECT_TRUE(op.auto_choice().has_value()) << "before call " << call;
     settled = op.auto_choice().has_value();
     std::fill(y.begin(), y.end(), -1.0f);
@@ -76,7 +76,7 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
     const std::size_t size = op.local_batch() * op.num_tables() * dim;
     std::vector<float> ref(size), out(size);
     op.run(tables, bags, ref.data(), Mode::Sequential);
-    for (int call = 0; call < 12; ++call) {  // settled after 6, 9 or 12 (auto_rounds = 1)
+    for (int call = 0; call < 18; ++call) {  // settled after 6, 12 or 18 (auto_rounds = 1)
       op.run(tables, bags, out.data(), Mode::Auto);
       EXPECT_EQ(out, ref) << "embedding call " << call;
     }
@@ -95,7 +95,7 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
     const auto wp = pointers(w);
     const MoeCall c = make_moe_call(ex, p, me, k, n, cnt, X, W);
     std::vector<float> y(c.ref.size());
-    for (int call = 0; call < 12; ++call) {  // settled after 6, 9 or 12 (auto_rounds = 1)
+    for (int call = 0; call < 18; ++call) {  // settled after 6, 12 or 18 (auto_rounds = 1)
       op.run(wp, c.x.data(), c.recv, c.send, y.data(), Mode::Auto);
       EXPECT_EQ(y, c.ref) << "MoE call " << call;
     }
@@ -103,9 +103,9 @@ TEST(AutoMode, EmbeddingAndMoeSettleToo) {
   }
 }
 
-// Trials shorter in all than auto_min_trial_ms are extended by auto_rounds rounds, 8 times at
-// most (kAutoShortExtensions); a bound no trial reaches makes that exact: 3 warm-up calls, then
-// 9 rounds of 3, the same on every rank.
+// Trials shorter in all than auto_min_trial_ms are extended by a pass, 8 times at most
+// (kAutoShortExtensions); a bound no trial reaches makes that exact: 9 passes of 3 blocks of 2
+// calls (a lead-in and auto_rounds = 1), the same on every rank.
 TEST(AutoMode, ShortTrialsAreExtendedUpToTheirLimit) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
@@ -115,7 +115,7 @@ TEST(AutoMode, ShortTrialsAreExtendedUpToTheirLimit) {
   o.auto_min_trial_ms = 1e6;
   GemvAllReduce op(comm, dev, m, k, o);
   std::vector<float> w(m * k, 1.0f), x(k, 1.0f), y(m);
-  constexpr int kCalls = 3 + 3 * (1 + detail::kAutoShortExtensions);
+  constexpr int kCalls = 3 * 2 * (1 + detail::kAutoShortExtensions);
   for (int call = 0; call < kCalls; ++call) {
     EXPECT_FALSE(op.auto_choice().has_value()) << "before call " << call;
     op.run(w.data(), x.data(), y.data(), Mode::Auto);

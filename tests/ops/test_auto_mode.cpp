@@ -55,28 +55,51 @@ TEST(AutoModeChoice, SamplesAreMatchedToTheirModesNotTheirPositions) {
   EXPECT_EQ(choose_auto_mode(t, rotated), Mode::Fused);           // medians 10 / 20 / 5
 }
 
-// A warm-up round in the candidates' order, then measured rounds, round r rotated by r, so every
-// mode follows every other one; each measured call is flagged (it starts with a barrier).
-TEST(AutoModeSchedule, WarmUpRoundThenRotatedMeasuredRoundsThenSettled) {
+// A pass: per candidate a block of a lead-in (not measured) and `rounds` measured calls of that
+// mode, so every measured call follows a call of its own mode; each measured call is flagged (it
+// starts with a barrier). The next pass rotates the blocks' order.
+TEST(AutoModeSchedule, BlocksOfOneModeEachAfterALeadInThenSettled) {
   AutoMode a(3);
   const Mode S = Mode::Sequential, H = Mode::Shaped, F = Mode::Fused;
-  const Mode order[] = {S, H, F, S, H, F, H, F, S, F, S, H};
+  const Mode order[] = {S, S, S, S, H, H, H, H, F, F, F, F};
   for (int call = 0; call < 12; ++call) {
     EXPECT_EQ(a.next(), order[call]) << "call " << call;
-    EXPECT_EQ(a.measuring(), call >= 3) << "call " << call;
+    EXPECT_EQ(a.measuring(), call % 4 != 0) << "call " << call;
     EXPECT_EQ(a.record(1.0 + call), call == 11) << "call " << call;
   }
-  // The warm-up round (calls 0-2) is not a sample.
-  EXPECT_EQ(a.samples(), (std::vector<double>{4, 5, 6, 7, 8, 9, 10, 11, 12}));
-  EXPECT_EQ(a.sample_modes(), (std::vector<Mode>{S, H, F, H, F, S, F, S, H}));
+  // The lead-ins (calls 0, 4, 8) are not samples.
+  EXPECT_EQ(a.samples(), (std::vector<double>{2, 3, 4, 6, 7, 8, 10, 11, 12}));
+  EXPECT_EQ(a.sample_modes(), (std::vector<Mode>{S, S, S, H, H, H, F, F, F}));
   EXPECT_FALSE(a.choice());
+  // Not clear: one more pass, rotated (shaped, fused, sequential), samples kept.
+  a.extend();
+  const Mode second[] = {H, H, H, H, F, F, F, F, S, S, S, S};
+  for (int call = 0; call < 12; ++call) {
+    EXPECT_EQ(a.next(), second[call]) << "second pass, call " << call;
+    EXPECT_EQ(a.measuring(), call % 4 != 0) << "second pass, call " << call;
+    EXPECT_EQ(a.record(1.0), call == 11) << "second pass, call " << call;
+  }
+  EXPECT_EQ(a.samples().size(), 18u);
   a.settle(Mode::Shaped);
   for (int call = 0; call < 5; ++call) {
     EXPECT_EQ(a.next(), Mode::Shaped);
     EXPECT_FALSE(a.measuring());
     EXPECT_FALSE(a.record(1.0));
   }
-  EXPECT_EQ(a.samples().size(), 9u);
+  EXPECT_EQ(a.samples().size(), 18u);
+}
+
+// Two candidates (a profile ruled fused out): blocks of sequential and shaped only.
+TEST(AutoModeSchedule, OnlyTheCandidatesGetBlocks) {
+  AutoMode a(2);
+  a.set_candidates({Mode::Sequential, Mode::Shaped});
+  const Mode S = Mode::Sequential, H = Mode::Shaped;
+  const Mode order[] = {S, S, S, H, H, H};
+  for (int call = 0; call < 6; ++call) {
+    EXPECT_EQ(a.next(), order[call]) << "call " << call;
+    EXPECT_EQ(a.record(1.0), call == 5) << "call " << call;
+  }
+  EXPECT_EQ(a.sample_modes(), (std::vector<Mode>{S, S, H, H}));
 }
 
 // Clear: every other mode's fastest call is slower than the winner's median. A close call (one of
@@ -96,8 +119,8 @@ TEST(AutoModeChoice, ClearOnlyWhenNoOtherCallBeatsTheWinnersMedian) {
   EXPECT_FALSE(auto_choice_is_clear(overlap, modes, F));
 }
 
-// A result that is not clear adds `rounds` measured rounds in the same rotation (the samples so far
-// are kept), at most kAutoExtensions times; then the context settles whatever they show.
+// A result that is not clear adds a pass (the samples so far are kept), at most kAutoExtensions
+// times; then the context settles whatever they show.
 // Short trials (under the context's bound in all, here 20 ms) extend even when clear, at most
 // kAutoShortExtensions times in all; long clear ones settle; unclear long ones extend twice.
 TEST(AutoModeSchedule, ShortTrialsExtendUpToTheirOwnLimit) {
@@ -134,7 +157,7 @@ TEST(AutoModeSchedule, AnUnclearResultExtendsTheTrialsAtMostTwice) {
     }
   }
   EXPECT_EQ(extensions, kAutoExtensions);
-  EXPECT_EQ(last_calls, 3 * (1 + 1 + kAutoExtensions));  // warm-up, then 1 + 2 rounds of 3 calls
+  EXPECT_EQ(last_calls, 3 * 2 * (1 + kAutoExtensions));  // 3 passes of 3 blocks of 2 calls
   EXPECT_EQ(a.samples().size(), 9u);
   ASSERT_TRUE(a.choice());
 }

@@ -155,7 +155,7 @@ TEST(AutoModel, FusedSettlesAtOnce) {
 
 // The model picks shaped, but by less than its 3x margin (overlap gains under 2x over
 // sequential): Auto measures on its first calls instead of settling, then settles alike on every
-// rank (auto_rounds = 1: 3 candidates x 2 calls, + 3 and 3 more calls if not clear).
+// rank (auto_rounds = 1: a pass of 3 candidates x 2 calls, + 2 more passes if not clear).
 TEST(AutoModel, ShapedIsMeasuredNotTrusted) {
   if (world_size() < 2) GTEST_SKIP() << "one rank: nothing to overlap";
   ProfileDir dir;
@@ -169,9 +169,9 @@ TEST(AutoModel, ShapedIsMeasuredNotTrusted) {
   Gemv g(comm, dev, o);
   g.auto_call();
   EXPECT_FALSE(g.op.auto_choice()) << "settled at once on a prediction under the margin";
-  for (int call = 1; call < 12 && !g.op.auto_choice(); ++call)
+  for (int call = 1; call < 18 && !g.op.auto_choice(); ++call)
     g.auto_call();
-  ASSERT_TRUE(g.op.auto_choice()) << "not settled after 3 candidates x 4 rounds";
+  ASSERT_TRUE(g.op.auto_choice()) << "not settled after 3 passes of 3 candidates x 2 calls";
   expect_same_everywhere(*g.op.auto_choice());
 }
 
@@ -193,8 +193,8 @@ TEST(AutoModel, RanksWithDifferentProfilesAgree) {
 }
 
 // Sequential 1.5 s, shaped 3.5 s (within 3x), fused 21.5 s (its flags and proxy cost 20 s):
-// only sequential and shaped are measured, one warm-up round and auto_rounds = 1 measured round
-// of two calls each (and one or two more rounds when the two are not clear apart).
+// only sequential and shaped are measured: a pass of a lead-in and auto_rounds = 1 measured call
+// each (and one or two more passes when the two are not clear apart).
 TEST(AutoModel, ACloseCallMeasuresThePlausibleModesOnly) {
   if (world_size() < 2) GTEST_SKIP() << "one rank: fused is sequential's work, nothing to flag";
   ProfileDir dir;
@@ -209,11 +209,12 @@ TEST(AutoModel, ACloseCallMeasuresThePlausibleModesOnly) {
   o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   o.profile = dir.write(p, "close");
   Gemv g(comm, dev, o);
-  for (int call = 0; call < 8 && !g.op.auto_choice(); ++call) {
+  for (int call = 0; call < 12 && !g.op.auto_choice(); ++call) {
     EXPECT_FALSE(call < 4 && g.op.auto_choice().has_value()) << "before call " << call;
     g.auto_call();
   }
-  ASSERT_TRUE(g.op.auto_choice()) << "two candidates x 4 rounds: settled after 4, 6 or 8 calls";
+  ASSERT_TRUE(g.op.auto_choice())
+      << "two candidates x 2 calls a pass: settled after 4, 8 or 12 calls";
   EXPECT_NE(*g.op.auto_choice(), Mode::Fused);
   expect_same_everywhere(*g.op.auto_choice());
 }
@@ -229,11 +230,11 @@ TEST(AutoModel, ARankWithoutAProfileMakesAllMeasure) {
   o.auto_min_trial_ms = 0;  // the schedule counted below: no short-trial rounds
   o.profile = comm.rank() == world_size() - 1 ? "none" : dir.write(sequential_wins(), "some");
   Gemv g(comm, dev, o);
-  for (int call = 0; call < 12 && !g.op.auto_choice(); ++call) {
+  for (int call = 0; call < 18 && !g.op.auto_choice(); ++call) {
     EXPECT_FALSE(call < 6 && g.op.auto_choice().has_value()) << "before call " << call;
     g.auto_call();
   }
-  ASSERT_TRUE(g.op.auto_choice()) << "three candidates x 4 rounds: settled after 6, 9 or 12";
+  ASSERT_TRUE(g.op.auto_choice()) << "three candidates x 2 calls a pass: settled after 6, 12 or 18";
   expect_same_everywhere(*g.op.auto_choice());
 }
 
