@@ -162,8 +162,9 @@ TEST(GemmAllToAll, LayerMatchesReferenceInEveryMode) {
 }
 
 // With the default tile and N = 128, tiles to and from other nodes are 96 rows (3 x 32: about
-// 48 KiB of results) while on-node ones stay 32: on pretend nodes, pairs of up to 216 rows mix
-// both tilings in one call, and run_layer's dispatch blocks follow the off-node row step.
+// 48 KiB of results) and on-node ones 128 (4 x 32: a K = 16 row is too little work for a tile of
+// its own, gemm_alltoall_node_rows): pairs of up to 216 rows mix whole and partial tiles of both
+// tilings in one call (on pretend nodes), and run_layer's dispatch blocks follow each row step.
 TEST(GemmAllToAll, LargerOffNodeTilesMatchTheReference) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
