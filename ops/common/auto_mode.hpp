@@ -13,8 +13,9 @@
 // rotated by p. So every measured call follows a call of its own mode, as every call will once
 // Auto has settled: a call inherits what the call before it left — ranks leaving a fused call
 // unevenly, a drained token bucket on a shaped link, caches — and in the earlier schedule (rounds
-// of one call per mode, rotated) sequential always followed fused and shaped sequential; at 2
-// emulated nodes and 5 Gbit/s that settled on shaped, which then ran 1.15x sequential. Each
+// of one call per mode, rotated) sequential mostly followed fused and shaped sequential (under it,
+// at 2 emulated nodes and 5 Gbit/s, Auto once settled on shaped, which then ran 1.15x
+// sequential). Each
 // measured call starts with a barrier: otherwise a call would be charged the ranks' exit skew of
 // the call before it. After the first pass the ranks agree on the slowest rank's time of every
 // measured call (one small AllReduce) and settle on choose_auto_mode() of it — unless that choice
