@@ -68,6 +68,12 @@ struct Work {
   double reduce_bytes = 0;           // fused: bytes this rank adds
 };
 
+// The GEMV fused protocol the operator runs for this shape by default (gemv_allreduce_plan.hpp).
+bool gemv_one_shot(const OpShape& s) {
+  return detail::gemv_fused_algorithm(FusedAlgorithm::Auto, s.m * s.n * sizeof(float)) ==
+         FusedAlgorithm::OneShot;
+}
+
 Work work_of(const Profile& p, const OpShape& s, const Layout& l) {
   const double ranks = l.ranks, q = l.ranks_per_node();
   const double off = (ranks - q) / ranks, on = (q - 1) / ranks;  // shares of destinations
@@ -80,7 +86,7 @@ Work work_of(const Profile& p, const OpShape& s, const Layout& l) {
       w.tile_bytes = double(tile) * s.n * kFloat;
       w.payload = double(s.m) * s.n * kFloat;
       w.kind = CollKind::AllReduce;
-      if (w.payload <= 256 * 1024) {  // one-shot: every block to every peer, reduced everywhere
+      if (gemv_one_shot(s)) {  // one-shot: every block to every peer, reduced everywhere
         w.msgs_off = w.tiles * (ranks - q);
         w.msgs_on = w.tiles * (q - 1);
         w.reduce_bytes = (ranks - 1) * w.payload;
@@ -200,11 +206,10 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
   const std::size_t slots = static_cast<std::size_t>(std::max(1, l.cus * l.wg_slots));
   const int p = std::max(1, l.ranks);
   switch (s.op) {
-    case OpKind::GemvAllReduce: {
-      const FusedAlgorithm a =
-          detail::gemv_fused_algorithm(FusedAlgorithm::Auto, s.m * s.n * sizeof(float));
-      return detail::gemv_default_tile(s.m, s.k, s.n, a, slots, p, l.nodes > 1);
-    }
+    case OpKind::GemvAllReduce:
+      return detail::gemv_default_tile(
+          s.m, s.k, s.n, gemv_one_shot(s) ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot,
+          slots, p, l.nodes > 1);
     case OpKind::EmbeddingAllToAll:
       return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots);
     case OpKind::GemmAllToAll:
