@@ -31,7 +31,7 @@ struct Options {
   double factor = 2;
   int iters = 10, warmup = 3, cus = 0, slots = 0;
   int free_cus = 1, chunks = 4, tune_iters = 3;
-  std::string shaped_policy = "lds";
+  std::string shaped_policy = "lds", fused_algorithm = "auto";
   std::size_t tile = 0;
   bool check = true, balance = false, auto_mode = false;
   std::string json, trace, workload;
@@ -60,6 +60,7 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   oo.shaped.chunks = o.chunks;
   oo.shaped.policy = parse_shaped_policy(o.shaped_policy);
   oo.tile = o.tile;
+  oo.fused_algorithm = parse_fused_algorithm(o.fused_algorithm);
   auto bench = make_op_bench(op, comm, dev, shape, oo);
   Row row;
   row.op = op;
@@ -323,6 +324,8 @@ int main(int argc, char** argv) {
                  "shaped: lds (occupancy shaping) | cu_mask (a dedicated communication CU: needs "
                  "--cus >= 2) | nonblocking (chunks on every CU, collectives posted by the host)");
   app.add_option("--tile", o.tile, "tile size along the tiled dimension (0: the op's default)");
+  app.add_option("--fused-algorithm", o.fused_algorithm,
+                 "GEMV fused protocol: auto (the operator's choice) | one_shot | two_shot");
   app.add_option("-c,--check", o.check, "check every mode against sequential (1/0)");
   app.add_flag("--auto", o.auto_mode,
                "also Mode::Auto, on a context of its own: called until it settles (its trial "

@@ -39,7 +39,7 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
     ctx.invalid(fmt::format("m x batch = {} x {} is too large (max {})", m, n, limit));
   const std::size_t payload = m * n * sizeof(float);  // bytes each rank contributes
   // The algorithm and the default tile: gemv_allreduce_plan.cpp (the simulator plans with them).
-  algorithm = gemv_fused_algorithm(ctx.options.fused_algorithm, payload);
+  algorithm = gemv_fused_algorithm(ctx.options.fused_algorithm, payload, topo.num_nodes);
   tile = ctx.options.tile
              ? ctx.options.tile
              : gemv_default_tile(m, k, n, algorithm, ctx.wg_slots(), topo.size, ctx.spans_nodes());

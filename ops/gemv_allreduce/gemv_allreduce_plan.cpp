@@ -13,6 +13,17 @@ namespace {
 /// (FusedAlgorithm::Auto): decode's projections (4-64 KiB per vector) are latency-bound; above it,
 /// two-shot's fewer bytes per rank win.
 constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
+/// Across more than two nodes one-shot also needs each node to send at most this much in all:
+/// a node's leader sends the payload to every other node, (nodes - 1) x S, where two-shot sends
+/// under 2 S. Measured at 3 and 4 emulated nodes x 1 rank, 1 Gbit/s (docs/ops.md, "One-shot
+/// across more than two nodes"): at S = 16 KiB (32 and 48 KiB out) one-shot is level with
+/// sequential and two-shot 51-67 % slower; at 32 KiB (64 and 96 KiB out) one-shot is 16-47 %
+/// slower and two-shot 4-14 % faster; at 64 KiB one-shot is 52-135 % slower.
+constexpr std::size_t kOneShotMaxNodeBytes = std::size_t{48} << 10;
+/// Two-shot across nodes: every tile is an MPI message of this many bytes of Y (fewer when a
+/// rank's share is smaller). Measured at 2 and 4 emulated nodes, 1 Gbit/s, M = 64 Ki and 256 Ki
+/// rows: 16 KiB tiles beat 4 KiB ones by 8-38 points of speed-up and tie with 32 KiB ones.
+constexpr std::size_t kOffNodeTileBytes = std::size_t{16} << 10;
 /// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
 /// a 1 Gbit/s link (125 bytes/us) and ~25 us of CPU per Open MPI TCP message, sender and receiver
 /// (traced at 2 emulated nodes x 1 rank: 13-25 us from a block's store to its MPI_Isend's return
@@ -49,28 +60,40 @@ int GemvBlocks::owner(std::size_t b) const {
   return o;
 }
 
-FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes) {
+FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes,
+                                    int nodes) {
   if (requested != FusedAlgorithm::Auto) return requested;
-  return payload_bytes <= kOneShotMaxBytes ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
+  const auto others = static_cast<std::size_t>(std::max(1, nodes) - 1);
+  const bool one_shot = payload_bytes <= kOneShotMaxBytes &&
+                        (others <= 1 || others * payload_bytes <= kOneShotMaxNodeBytes);
+  return one_shot ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
 }
 
 std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, FusedAlgorithm algorithm,
                               std::size_t wg_slots, int ranks, bool spans_nodes) {
-  // Two-shot: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows on one node;
-  // up to 4096 rows (16 KiB messages) across nodes, where each tile is an MPI message and Open
-  // MPI's per-message cost over TCP outweighs finer overlap (docs/ops.md, "Tile size across
-  // nodes"). Those caps are bytes (4 and 16 KiB of Y): with n vectors, n times fewer rows. On one
-  // node a block also carries enough work to pay for its three tasks (min_node_tile_rows: a row
-  // reads k floats of W and stores and reduces n partials), yet every WG slot of the job
-  // keeps two blocks: a thin W (k = 1: 1024 rows are 12 KiB of work) takes far larger blocks.
+  // Two-shot on one node: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows
+  // (4 KiB of Y: with n vectors, n times fewer rows). A block also carries enough work to pay
+  // for its three tasks (min_node_tile_rows: a row reads k floats of W and stores and reduces n
+  // partials), yet every WG slot of the job keeps two blocks: a thin W (k = 1: 1024 rows are
+  // 12 KiB of work) takes far larger blocks.
+  // Two-shot across nodes: each tile is an MPI message, and Open MPI's per-message cost over TCP
+  // outweighs finer overlap (docs/ops.md, "Tile size across nodes"): kOffNodeTileBytes of Y, or
+  // less when that would leave a WG slot of the rank without a block (every mode computes in
+  // these tiles), even when some ranks get no block to reduce (M = 8192 on 4 nodes of 2 slots:
+  // 2 blocks of 4096 rows were 4-13 % faster than sequential, 4 of 2048 rows 11-17 % slower).
   // One-shot: one_shot_tile() (the host drives the proxy: every WG slot computes).
   if (algorithm == FusedAlgorithm::OneShot)
     return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes);
-  const auto p = static_cast<std::size_t>(ranks);
-  const std::size_t target = std::max<std::size_t>(1, 8 * wg_slots * p);
-  const std::size_t max_tile = std::max<std::size_t>(16, (spans_nodes ? 4096 : 1024) / n);
+  const auto p = static_cast<std::size_t>(std::max(1, ranks));
+  if (spans_nodes) {
+    const std::size_t slots = std::max<std::size_t>(1, wg_slots);
+    const std::size_t per_slot = ((m + slots - 1) / slots + 15) / 16 * 16;
+    const std::size_t message = kOffNodeTileBytes / sizeof(float) / n / 16 * 16;
+    return std::clamp<std::size_t>(per_slot, 16, std::max<std::size_t>(16, message));
+  }
+  const std::size_t target = 8 * wg_slots * p;
+  const std::size_t max_tile = std::max<std::size_t>(16, 1024 / n);
   const std::size_t tile = std::clamp<std::size_t>((m / target + 15) / 16 * 16, 16, max_tile);
-  if (spans_nodes) return tile;
   const std::size_t paying =
       (min_node_tile_rows(double(k + 2 * n) * sizeof(float), double(k) * double(n)) + 15) / 16 * 16;
   const std::size_t most = m / std::max<std::size_t>(1, 2 * wg_slots * p) / 16 * 16;

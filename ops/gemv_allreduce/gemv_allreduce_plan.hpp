@@ -31,9 +31,10 @@ struct GemvBlocks {
 enum class GemvTwoShotTask : std::size_t { Compute, Reduce, Gather };
 enum class GemvOneShotTask : std::size_t { Compute, NodeReduce, Final };
 
-/// FusedAlgorithm::Auto resolved for a payload of `payload_bytes` (M x n floats): one-shot up to
-/// 256 KiB, two-shot above.
-FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes);
+/// FusedAlgorithm::Auto resolved for a payload of `payload_bytes` (M x n floats) on `nodes` nodes:
+/// one-shot up to 256 KiB, and across more than two nodes only while (nodes - 1) x payload is at
+/// most 48 KiB; two-shot otherwise.
+FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes, int nodes);
 /// The default tile (rows) of an M x k_local GEMV on n vectors for `algorithm` (resolved) on
 /// `wg_slots` WG slots per rank, `ranks` ranks, across nodes or not (the constructor's rule; then
 /// the smallest across ranks).

@@ -68,9 +68,10 @@ struct Work {
   double reduce_bytes = 0;           // fused: bytes this rank adds
 };
 
-// The GEMV fused protocol the operator runs for this shape by default (gemv_allreduce_plan.hpp).
-bool gemv_one_shot(const OpShape& s) {
-  return detail::gemv_fused_algorithm(FusedAlgorithm::Auto, s.m * s.n * sizeof(float)) ==
+// The GEMV fused protocol the operator runs for this shape and layout by default
+// (gemv_allreduce_plan.hpp).
+bool gemv_one_shot(const OpShape& s, const Layout& l) {
+  return detail::gemv_fused_algorithm(FusedAlgorithm::Auto, s.m * s.n * sizeof(float), l.nodes) ==
          FusedAlgorithm::OneShot;
 }
 
@@ -86,7 +87,7 @@ Work work_of(const Profile& p, const OpShape& s, const Layout& l) {
       w.tile_bytes = double(tile) * s.n * kFloat;
       w.payload = double(s.m) * s.n * kFloat;
       w.kind = CollKind::AllReduce;
-      if (gemv_one_shot(s)) {  // one-shot: every block to every peer, reduced everywhere
+      if (gemv_one_shot(s, l)) {  // one-shot: every block to every peer, reduced everywhere
         w.msgs_off = w.tiles * (ranks - q);
         w.msgs_on = w.tiles * (q - 1);
         w.reduce_bytes = (ranks - 1) * w.payload;
@@ -208,7 +209,7 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
   switch (s.op) {
     case OpKind::GemvAllReduce:
       return detail::gemv_default_tile(
-          s.m, s.k, s.n, gemv_one_shot(s) ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot,
+          s.m, s.k, s.n, gemv_one_shot(s, l) ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot,
           slots, p, l.nodes > 1);
     case OpKind::EmbeddingAllToAll:
       return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots);

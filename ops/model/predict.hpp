@@ -40,7 +40,7 @@ struct OpShape {
 OpShape parse_shape(OpKind op, std::string_view text);
 
 /// The op's default tile for this layout, as its constructor chooses it (GemvAllReduce: the
-/// two-shot rule, or one-shot's row blocks when the payload is <= 256 KiB).
+/// two-shot rule, or one-shot's row blocks when gemv_fused_algorithm picks one-shot).
 std::size_t default_tile(const OpShape& s, const Layout& l);
 
 /// Predicted seconds of one call per mode, and the terms they are made of.

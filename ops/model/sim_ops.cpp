@@ -58,7 +58,8 @@ GemvBlocks gemv_blocks(const SimSetup& s) {
   return GemvBlocks(s.shape.m, s.shape.n, sim_tile(s), s.ranks());
 }
 FusedAlgorithm gemv_algorithm(const SimSetup& s) {
-  return gemv_fused_algorithm(s.options.fused_algorithm, s.shape.m * s.shape.n * sizeof(float));
+  return gemv_fused_algorithm(s.options.fused_algorithm, s.shape.m * s.shape.n * sizeof(float),
+                              s.nodes);
 }
 
 // Two-shot (gemv_allreduce_fused.cpp: fused_compute, fused_reduce, fused_gather).

@@ -219,7 +219,7 @@ run() gives every rank y = sum over r of W_r x_r [m]. With batch = n > 1, x_r is
 y [m, n] (n vectors per call, row-major: column c of x is vector c). Built collectively; m and
 batch must agree on every rank (k_local may differ). Options: tile (rows per tile, 0 = default), algorithm (collective of the
 sequential/shaped modes), remote_first, shaped_free_cus, shaped_chunks, fused_algorithm ("auto",
-"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes),
+"one_shot": the latency path, "two_shot"; auto = one_shot up to 256 KiB of output, m x batch x 4 bytes, on up to two nodes; on more while (nodes - 1) x output <= 48 KiB),
 shaped_policy ("lds", "cu_mask": a dedicated communication CU, "nonblocking": the host posts each
 chunk's collective), auto_rounds (mode="auto": timed calls per mode before settling; see auto_choice),
 auto_min_trial_ms (mode="auto": short trials are extended until they add up to this; 0: off),

@@ -205,6 +205,47 @@ TEST(ModelTiles, GemvTwoShotBlocksOnOneNodeCarryTheirWork) {
   EXPECT_EQ(default_tile(s, Layout{2, 1, 1, 2}), 128u);
 }
 
+// GemvAllReduce across nodes (gemv_allreduce_plan.cpp): one-shot only while every node's leader
+// sends at most 48 KiB in all, and two-shot tiles of 16 KiB of Y whatever M.
+TEST(ModelTiles, GemvProtocolAndTilesAcrossNodes) {
+  using detail::gemv_default_tile;
+  using detail::gemv_fused_algorithm;
+  const FusedAlgorithm automatic = FusedAlgorithm::Auto, one = FusedAlgorithm::OneShot,
+                       two = FusedAlgorithm::TwoShot;
+  const std::size_t kib = 1024;
+  // One node and two: one-shot up to 256 KiB (two nodes send the same bytes either way).
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib, 1), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib, 2), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib + 4, 2), two);
+  // Three and four nodes: 16 KiB (32, 48 KiB out) stays one-shot; 32 KiB (64, 96 KiB out) and
+  // 64 KiB do not; 24 KiB on 3 nodes is exactly 48 KiB out.
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 16 * kib, 3), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 16 * kib, 4), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 24 * kib, 3), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 24 * kib + 4, 3), two);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 32 * kib, 3), two);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 64 * kib, 4), two);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 8 * kib, 8), two);  // 56 KiB out
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 4 * kib, 8), one);  // 28 KiB out
+  EXPECT_EQ(gemv_fused_algorithm(one, 1024 * kib, 8), one);     // an explicit choice stands
+  // Two-shot across nodes: 4096 rows of one vector (16 KiB), 512 of 8, unless a WG slot would
+  // be left without a tile; it used to be M / (8 x slots x ranks), 1024 rows at M = 65536 on 4
+  // ranks of 2 slots.
+  EXPECT_EQ(gemv_default_tile(65536, 16, 1, two, 2, 4, true), 4096u);
+  EXPECT_EQ(gemv_default_tile(8192, 16, 1, two, 2, 4, true), 4096u);
+  EXPECT_EQ(gemv_default_tile(8192, 16, 1, two, 4, 4, true), 2048u);
+  EXPECT_EQ(gemv_default_tile(4096, 512, 1, two, 64, 8, true), 64u);
+  EXPECT_EQ(gemv_default_tile(262144, 16, 8, two, 2, 4, true), 512u);
+  EXPECT_EQ(gemv_default_tile(262144, 16, 1024, two, 2, 4, true), 16u);
+  // The model plans the same protocol: M = 16384 (64 KiB) on 4 nodes takes two-shot's tile.
+  OpShape s;
+  s.op = OpKind::GemvAllReduce;
+  s.m = 16384;
+  s.k = 16;
+  EXPECT_EQ(default_tile(s, Layout{4, 4, 1, 2}), 4096u);
+  EXPECT_EQ(default_tile(s, Layout{2, 2, 1, 2}), gemv_default_tile(16384, 16, 1, one, 2, 2, true));
+}
+
 TEST(ModelPredict, OneRankHasNoCollective) {
   OpShape s;
   s.op = OpKind::GemvAllReduce;
