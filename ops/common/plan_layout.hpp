@@ -37,4 +37,12 @@ inline constexpr double kMinNodeTileUs = 12.0;
 inline constexpr double kNodeStreamBytesPerUs = 10000.0;  // 10 GB/s: one core, cold memory
 inline constexpr double kNodeFmasPerUs = 40000.0;         // 40 GFMA/s: the packed fp32 kernels
 
+/// The most bytes a tile sent to another node carries by default: below Open MPI's 64 KiB TCP
+/// eager limit with its headers, so the send completes into the socket without a rendezvous that
+/// waits for the receiver's MPI progress. EmbeddingAllToAll's 64 KiB tiles (256 bags of dim 64)
+/// at 4 emulated nodes x 1 rank, 1 Gbit/s, moved nothing until ~10 ms into a 14 ms compute (fused
+/// 45 ms, sequential 43 ms); in 48 KiB tiles fused took 31 ms, the communication alone's time
+/// (docs/ops.md, "Off-node tiles under the eager limit").
+inline constexpr std::size_t kOffNodeEagerBytes = std::size_t{48} << 10;
+
 }  // namespace tilecomm::detail

@@ -58,10 +58,12 @@ EmbeddingAllToAllImpl::EmbeddingAllToAllImpl(Communicator& comm, Device& device,
     first_table[q + 1] = first_table[q] + static_cast<std::size_t>(counts[q]);
     batch_begin[q + 1] = split_begin(batch, p, q + 1);
   }
-  // Tile: about 4 tiles per WG slot for each destination, 1..256 bags.
+  // Tile: about 4 tiles per WG slot for each destination, 1..256 bags, under the eager limit
+  // across nodes (embedding_alltoall_plan.cpp).
   const std::size_t most_bags = (batch + p - 1) / p;
   tile = ctx.options.tile ? ctx.options.tile
-                          : embedding_default_tile(batch, p, first_table[p], ctx.wg_slots());
+                          : embedding_default_tile(batch, p, first_table[p], ctx.wg_slots(), dim,
+                                                   ctx.spans_nodes());
   tile = ctx.min_across_ranks(tile);  // devices may differ in size; the tiling must not
   // Indices per bag are per call: run() refines `pool` until the first Auto call plans.
   ctx.set_model_shape({model::OpKind::EmbeddingAllToAll, batch, 0, dim, local_tables, 1, tile});

@@ -8,11 +8,15 @@
 namespace tilecomm::detail {
 
 std::size_t embedding_default_tile(std::size_t batch, int ranks, std::size_t total_tables,
-                                   std::size_t wg_slots) {
+                                   std::size_t wg_slots, std::size_t dim, bool spans_nodes) {
   const auto p = static_cast<std::size_t>(ranks);
   const std::size_t avg_tables = std::max<std::size_t>(1, total_tables / p);
   const std::size_t most_bags = (batch + p - 1) / p;
-  return std::clamp<std::size_t>(most_bags * avg_tables / (4 * wg_slots), 1, 256);
+  std::size_t most = 256;
+  if (spans_nodes)  // a tile is one MPI message of bags x dim floats
+    most = std::clamp<std::size_t>(
+        kOffNodeEagerBytes / (std::max<std::size_t>(1, dim) * sizeof(float)), 1, most);
+  return std::clamp<std::size_t>(most_bags * avg_tables / (4 * wg_slots), 1, most);
 }
 
 std::vector<EmbeddingTile> embedding_tiles(const Topology& topo, const EmbeddingGrid& g,

@@ -32,9 +32,10 @@ struct EmbeddingGrid {
   }
 };
 
-/// The default tile: about 4 tiles per WG slot for each destination, 1..256 bags.
+/// The default tile: about 4 tiles per WG slot for each destination, 1..256 bags; when the job
+/// spans nodes, at most kOffNodeEagerBytes of pooled output (bags x dim floats, one MPI message).
 std::size_t embedding_default_tile(std::size_t batch, int ranks, std::size_t total_tables,
-                                   std::size_t wg_slots);
+                                   std::size_t wg_slots, std::size_t dim, bool spans_nodes);
 /// Tiles of chunk c of nc of every destination's slice, for every local table, destinations in
 /// destination_order(topo, remote_first).
 std::vector<EmbeddingTile> embedding_tiles(const Topology& topo, const EmbeddingGrid& g,

@@ -20,9 +20,6 @@ constexpr OpInfo kInfo{
     "GemmAllToAll", "gemm_alltoall", {"k", "n", "experts"}, false, "GemmAllToAll::run_layer"};
 /// Weight panels per packing task (256 columns).
 constexpr std::size_t kPackPanels = 16;
-// Target size of a result tile to or from another node (GemmAllToAllImpl::off_rows): below Open
-// MPI's 64 KiB TCP eager limit with headers, so a tile never waits for the receiver's progress.
-constexpr std::size_t kOffNodeTileBytes = 48 << 10;
 
 }  // namespace
 
@@ -47,13 +44,13 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   tile_rows = ctx.options.tile ? ctx.options.tile : 32;
   tile_cols = std::min<std::size_t>(n, 256);
   // Tiles bound for (or coming from) another node: a whole number of row tiles of about
-  // kOffNodeTileBytes, so narrow results do not go out as many small MPI messages (each costs its
+  // kOffNodeEagerBytes, so narrow results do not go out as many small MPI messages (each costs its
   // sender ~20 us of CPU through TCP here, as much as its GEMM); an explicit OpOptions::tile
   // applies to every path.
   const std::size_t row_bytes = tile_cols * sizeof(float);
   off_rows = ctx.options.tile ? tile_rows
                               : tile_rows * std::max<std::size_t>(
-                                                1, kOffNodeTileBytes / (tile_rows * row_bytes));
+                                                1, kOffNodeEagerBytes / (tile_rows * row_bytes));
   // Tiles within the node: whole row tiles enough to pay for a tile's task, flag and wait
   // (gemm_alltoall_node_rows: thin GEMMs, K = 1, take 4x as many rows).
   node_rows = ctx.options.tile ? tile_rows : gemm_alltoall_node_rows(k, n, tile_rows);

@@ -212,7 +212,8 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
           s.m, s.k, s.n, gemv_one_shot(s, l) ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot,
           slots, p, l.nodes > 1);
     case OpKind::EmbeddingAllToAll:
-      return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots);
+      return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots,
+                                            s.n, l.nodes > 1);
     case OpKind::GemmAllToAll:
       return detail::gemm_alltoall_node_rows(s.k, s.n, 32);
     case OpKind::GemmReduceScatter:

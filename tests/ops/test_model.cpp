@@ -11,6 +11,7 @@
 
 #include "ops/common/auto_mode.hpp"
 #include "ops/common/plan_layout.hpp"
+#include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
 #include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/fit.hpp"
@@ -244,6 +245,24 @@ TEST(ModelTiles, GemvProtocolAndTilesAcrossNodes) {
   s.k = 16;
   EXPECT_EQ(default_tile(s, Layout{4, 4, 1, 2}), 4096u);
   EXPECT_EQ(default_tile(s, Layout{2, 2, 1, 2}), gemv_default_tile(16384, 16, 1, one, 2, 2, true));
+}
+
+// EmbeddingAllToAll's tile across nodes is one MPI message under the eager limit (plan_layout.hpp,
+// kOffNodeEagerBytes = 48 KiB): 192 bags of dim 64, where one node keeps 256.
+TEST(ModelTiles, EmbeddingTilesAcrossNodesStayUnderTheEagerLimit) {
+  using detail::embedding_default_tile;
+  EXPECT_EQ(embedding_default_tile(4096, 4, 16, 2, 64, false), 256u);
+  EXPECT_EQ(embedding_default_tile(4096, 4, 16, 2, 64, true), 192u);
+  EXPECT_EQ(embedding_default_tile(4096, 4, 16, 2, 1024, true), 12u);
+  EXPECT_EQ(embedding_default_tile(4096, 4, 16, 2, std::size_t{1} << 20, true), 1u);
+  EXPECT_EQ(embedding_default_tile(256, 4, 16, 2, 64, true), 32u);  // 4 tiles per slot rule
+  OpShape s;
+  s.op = OpKind::EmbeddingAllToAll;
+  s.m = 4096;
+  s.tables = 4;
+  s.n = 64;
+  EXPECT_EQ(default_tile(s, Layout{4, 4, 1, 2}), 192u);
+  EXPECT_EQ(default_tile(s, Layout{4, 1, 1, 2}), 256u);
 }
 
 TEST(ModelPredict, OneRankHasNoCollective) {
