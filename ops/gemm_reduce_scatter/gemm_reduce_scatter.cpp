@@ -31,7 +31,8 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
         "m = {} is not a multiple of the {} ranks (each receives m / ranks rows)", m, topo.size));
   rows_local = m / topo.size;
   // Default tile: gemm_reduce_scatter_plan.cpp (shared with the simulator).
-  tile = ctx.options.tile ? ctx.options.tile : gemm_rs_default_tile(m, ctx.wg_slots());
+  tile = ctx.options.tile ? ctx.options.tile
+                          : gemm_rs_default_tile(m, ctx.wg_slots(), n, ctx.spans_nodes());
   ctx.agree({"m", "n", "shaped.chunks", "auto_rounds", "auto_min_trial_us"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
              ctx.options.auto_rounds, ctx.auto_min_trial_us()});

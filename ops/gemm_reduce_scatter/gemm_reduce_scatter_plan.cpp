@@ -6,9 +6,14 @@
 
 namespace tilecomm::detail {
 
-std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots) {
+std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots, std::size_t n,
+                                 bool spans_nodes) {
   const std::size_t target = 4 * wg_slots;
-  return std::clamp<std::size_t>(m / target, 8, 256);
+  std::size_t most = 256;
+  if (spans_nodes)  // a tile is one MPI message of rows x n floats: under the eager limit
+    most = std::clamp<std::size_t>(
+        kOffNodeEagerBytes / (std::max<std::size_t>(1, n) * sizeof(float)), 8, most);
+  return std::clamp<std::size_t>(m / target, 8, most);
 }
 
 std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,

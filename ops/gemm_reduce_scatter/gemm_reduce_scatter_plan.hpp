@@ -9,8 +9,11 @@
 
 namespace tilecomm::detail {
 
-/// The default tile: about 4 tiles per WG slot over the M rows this rank computes, 8..256 rows.
-std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots);
+/// The default tile: about 4 tiles per WG slot over the M rows this rank computes, 8..256 rows;
+/// when the job spans nodes, at most kOffNodeEagerBytes of partials (rows x n floats, one MPI
+/// message), but never under 8 rows (n > 1536 then goes over the eager limit).
+std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots, std::size_t n,
+                                 bool spans_nodes);
 
 /// Task ids: q * blocks + i computes block i of owner q's rows; p * blocks + i reduces this rank's
 /// block i. Order: owners in destination_order(topo, remote_first) (with `remote_first`, each of

@@ -217,7 +217,7 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
     case OpKind::GemmAllToAll:
       return detail::gemm_alltoall_node_rows(s.k, s.n, 32);
     case OpKind::GemmReduceScatter:
-      return detail::gemm_rs_default_tile(s.m, slots);
+      return detail::gemm_rs_default_tile(s.m, slots, s.n, l.nodes > 1);
   }
   return 1;
 }

@@ -377,7 +377,8 @@ std::size_t sim_tile(const SimSetup& s) {
   if (s.shape.op == OpKind::GemvAllReduce)
     return gemv_default_tile(s.shape.m, s.shape.k, s.shape.n, gemv_algorithm(s), slots, s.ranks(),
                              s.nodes > 1);
-  if (s.shape.op == OpKind::GemmReduceScatter) return gemm_rs_default_tile(s.shape.m, slots);
+  if (s.shape.op == OpKind::GemmReduceScatter)
+    return gemm_rs_default_tile(s.shape.m, slots, s.shape.n, s.nodes > 1);
   return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots, s.shape.n,
                                 s.nodes > 1);
 }

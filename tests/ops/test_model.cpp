@@ -13,6 +13,7 @@
 #include "ops/common/plan_layout.hpp"
 #include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
 #include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
+#include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/fit.hpp"
 #include "ops/model/predict.hpp"
@@ -263,6 +264,24 @@ TEST(ModelTiles, EmbeddingTilesAcrossNodesStayUnderTheEagerLimit) {
   s.n = 64;
   EXPECT_EQ(default_tile(s, Layout{4, 4, 1, 2}), 192u);
   EXPECT_EQ(default_tile(s, Layout{4, 1, 1, 2}), 256u);
+}
+
+// GemmReduceScatter's tile across nodes: one MPI message of partials under the eager limit (12
+// rows of N = 1024), at least 8 rows.
+TEST(ModelTiles, GemmReduceScatterTilesAcrossNodesStayUnderTheEagerLimit) {
+  using detail::gemm_rs_default_tile;
+  EXPECT_EQ(gemm_rs_default_tile(2048, 2, 1024, false), 256u);
+  EXPECT_EQ(gemm_rs_default_tile(2048, 2, 1024, true), 12u);
+  EXPECT_EQ(gemm_rs_default_tile(2048, 2, 64, true), 192u);
+  EXPECT_EQ(gemm_rs_default_tile(2048, 2, 8192, true), 8u);  // a row alone is 32 KiB
+  EXPECT_EQ(gemm_rs_default_tile(64, 2, 64, true), 8u);      // 4 tiles per slot: 8 rows
+  OpShape s;
+  s.op = OpKind::GemmReduceScatter;
+  s.m = 2048;
+  s.k = 256;
+  s.n = 1024;
+  EXPECT_EQ(default_tile(s, Layout{2, 2, 1, 2}), 12u);
+  EXPECT_EQ(default_tile(s, Layout{2, 1, 1, 2}), 256u);
 }
 
 TEST(ModelPredict, OneRankHasNoCollective) {
