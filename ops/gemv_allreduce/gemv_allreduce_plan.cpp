@@ -15,14 +15,14 @@ namespace {
 constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
 /// Across more than two nodes one-shot also needs each node to send at most this much in all:
 /// a node's leader sends the payload to every other node, (nodes - 1) x S, where two-shot sends
-/// under 2 S. Measured at 3 and 4 emulated nodes x 1 rank, 1 Gbit/s (docs/ops.md, "One-shot
-/// across more than two nodes"): at S = 16 KiB (32 and 48 KiB out) one-shot is level with
+/// under 2 S. Measured at 3 and 4 emulated nodes x 1 rank, 1 Gbit/s (docs/ops.md, "GEMV across
+/// more than two nodes"): at S = 16 KiB (32 and 48 KiB out) one-shot is level with
 /// sequential and two-shot 51-67 % slower; at 32 KiB (64 and 96 KiB out) one-shot is 16-47 %
 /// slower and two-shot 4-14 % faster; at 64 KiB one-shot is 52-135 % slower.
 constexpr std::size_t kOneShotMaxNodeBytes = std::size_t{48} << 10;
-/// Two-shot across nodes: every tile is an MPI message of this many bytes of Y (fewer when a
-/// rank's share is smaller). Measured at 2 and 4 emulated nodes, 1 Gbit/s, M = 64 Ki and 256 Ki
-/// rows: 16 KiB tiles beat 4 KiB ones by 8-38 points of speed-up and tie with 32 KiB ones.
+/// Two-shot across nodes: every tile is an MPI message of this many bytes of Y (fewer when a WG
+/// slot would otherwise get no tile). Measured at 2 and 4 emulated nodes, 1 Gbit/s, M = 64 Ki and
+/// 256 Ki rows: 16 KiB tiles beat 4 KiB ones by 8-38 points of speed-up and tie with 32 KiB ones.
 constexpr std::size_t kOffNodeTileBytes = std::size_t{16} << 10;
 /// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
 /// a 1 Gbit/s link (125 bytes/us) and ~25 us of CPU per Open MPI TCP message, sender and receiver
