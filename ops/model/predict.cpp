@@ -262,11 +262,14 @@ Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const Op
         w.tiles * w.tile_s + w.msgs_off * (mpi.cpu_send.at(tb) + mpi.cpu_recv.at(tb)) +
         w.msgs_on * (shm.cpu_send.at(tb) + shm.cpu_recv.at(tb)) + w.reduce_bytes * p.reduce.c[1];
     const double link = w.msgs_off > 0 ? w.msgs_off * tb * mpi.beta() : 0.0;
+    // One proxy receives every off-node message, one at a time (as the simulator replays it): as
+    // many receives as sends on average, each its receive CPU, however many cores compute.
+    const double proxy = w.msgs_off * mpi.cpu_recv.at(tb);
     const double tail = w.msgs_off > 0  ? mpi.alpha() + p.proxy_s + tb * mpi.beta()
                         : w.msgs_on > 0 ? p.flag_s + tb * shm.beta()
                                         : 0.0;
     // A pipeline: the link starts after the first tile (fill), the last tile's transfer drains.
-    r.fused = p.launch_s + std::max(cpu / cus, (w.tiles ? w.tile_s : 0.0) + link) + tail;
+    r.fused = p.launch_s + std::max({cpu / cus, (w.tiles ? w.tile_s : 0.0) + link, proxy}) + tail;
   }
   return r;
 }

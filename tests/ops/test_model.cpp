@@ -166,6 +166,22 @@ TEST(ModelPredict, GemvAcrossTwoNodesByHand) {
   EXPECT_NEAR(q.fused, (256 + 4096 + 10 + 30 + 1024) * 1e-6, 1e-9);
 }
 
+// Many cores do not receive faster: one proxy takes every off-node message, one at a time. 64
+// one-shot blocks of 16 rows (64 B) to the other node on 8 cores: the cores' share of all the CPU
+// is (64 x 0.016 + 64 x (3 + 2)) / 8 = 40.128 us, the link 64 x 64 B x 2 ns after the first tile,
+// the proxy's receives 64 x 2 us = 128 us; then the tail (latency + proxy + 64 B).
+TEST(ModelPredict, FusedAcrossNodesWaitsForTheProxysReceives) {
+  const Profile p = round_profile();
+  OpShape s;
+  s.op = OpKind::GemvAllReduce;
+  s.m = 1024;
+  s.k = 1;
+  s.tile = 16;
+  const Prediction r = predict(p, s, Layout{2, 2, 8, 1}, OpOptions{});
+  EXPECT_EQ(r.tiles, 64u);
+  EXPECT_NEAR(r.fused, (128 + 10 + 30 + 64 * 2e-3) * 1e-6, 1e-12);
+}
+
 // The tiling rule for tiles exchanged on one node (plan_layout.hpp): a tile lasts at least
 // kMinNodeTileUs at 10 GB/s and 40 GFMA/s.
 TEST(ModelTiles, NodeTilesPayForTheirFixedCostByHand) {
