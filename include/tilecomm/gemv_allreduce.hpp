@@ -25,8 +25,10 @@ struct GemvAllReduceImpl;
 /// and `device` must outlive the context.
 ///
 /// Fused protocol (OpOptions::fused_algorithm): one-shot (every rank reduces every row block
-/// itself; the latency path) when the AllReduce payload M x n x 4 bytes <= 256 KiB, two-shot (each
-/// block reduced by its owner and sent back) above, unless forced. Results: sequential and shaped
+/// itself; the latency path) when the AllReduce payload M x n x 4 bytes <= 256 KiB on one or two
+/// nodes, and on more nodes while (nodes - 1) x the payload <= 48 KiB (one-shot sends the payload
+/// to every other node); two-shot (each block reduced by its owner and sent back) otherwise,
+/// unless forced. Results: sequential and shaped
 /// reduce through tilecomm's AllReduce; fused reduces each row block in rank order (either
 /// protocol). With exact inputs (small integers) all modes agree bitwise; with general floats they
 /// agree to within float rounding of a p-term sum. Every mode computes a row block with the same
