@@ -3,8 +3,9 @@
 
 Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
 emulated cluster's tc rate; fused_perf repeats each call on the same weights (--repeated-call);
-a rank's CPU share is 1 core, or, when N emulated nodes share this machine's 2 cores,
-the share of the most crowded core (1/2 for 3 and 4 nodes). Usage: tools/sim_compare.py --build build --results bench/results/sim
+a rank's CPU share is 1 core, or, when N emulated nodes share this machine's 2 cores, the share
+of the most crowded core (1/2 for 3 and 4 nodes).
+Usage: tools/sim_compare.py --build build --results bench/results/sim
 """
 import argparse
 import math

@@ -15,11 +15,10 @@
 // unevenly, a drained token bucket on a shaped link, caches — and in the earlier schedule (rounds
 // of one call per mode, rotated) sequential mostly followed fused and shaped sequential (under it,
 // at 2 emulated nodes and 5 Gbit/s, Auto once settled on shaped, which then ran 1.15x
-// sequential). Each
-// measured call starts with a barrier: otherwise a call would be charged the ranks' exit skew of
-// the call before it. After the first pass the ranks agree on the slowest rank's time of every
-// measured call (one small AllReduce) and settle on choose_auto_mode() of it — unless that choice
-// is not clear (auto_choice_is_clear), or the measured calls took under
+// sequential). Each measured call starts with a barrier: otherwise a call would be charged the
+// ranks' exit skew of the call before it. After the first pass the ranks agree on the slowest
+// rank's time of every measured call (one small AllReduce) and settle on choose_auto_mode() of it —
+// unless that choice is not clear (auto_choice_is_clear), or the measured calls took under
 // OpOptions::auto_min_trial_ms in all: then another pass follows (at most kAutoExtensions, or
 // kAutoShortExtensions, times), and the ranks agree again.
 // Barriers and the AllReduces are the only communication Auto adds, and only while trying.

@@ -2,6 +2,7 @@
 // The pure part of planning a fused call: where the ranks are and in which order a rank serves
 // them. No MPI and no device, so the operators' planners (ops/*/..._plan.hpp) run both inside a
 // real call (OpContext) and in the simulator (ops/model/sim*.hpp) on a made-up layout.
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -45,5 +46,9 @@ inline constexpr double kNodeFmasPerUs = 40000.0;         // 40 GFMA/s: the pack
 /// (docs/ops.md, "Off-node tiles under the eager limit"). GemmReduceScatter's 256-row tiles of
 /// N = 1024 (1 MiB) likewise: 12-row ones took fused from 97 to 61 ms at 4 emulated nodes.
 inline constexpr std::size_t kOffNodeEagerBytes = std::size_t{48} << 10;
+/// The most rows of `row_bytes` each that fit in kOffNodeEagerBytes; at least 1.
+inline std::size_t eager_rows(std::size_t row_bytes) {
+  return std::max<std::size_t>(1, kOffNodeEagerBytes / std::max<std::size_t>(1, row_bytes));
+}
 
 }  // namespace tilecomm::detail

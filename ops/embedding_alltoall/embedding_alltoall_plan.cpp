@@ -14,8 +14,7 @@ std::size_t embedding_default_tile(std::size_t batch, int ranks, std::size_t tot
   const std::size_t most_bags = (batch + p - 1) / p;
   std::size_t most = 256;
   if (spans_nodes)  // a tile is one MPI message of bags x dim floats
-    most = std::clamp<std::size_t>(
-        kOffNodeEagerBytes / (std::max<std::size_t>(1, dim) * sizeof(float)), 1, most);
+    most = std::min(most, eager_rows(dim * sizeof(float)));
   return std::clamp<std::size_t>(most_bags * avg_tables / (4 * wg_slots), 1, most);
 }
 

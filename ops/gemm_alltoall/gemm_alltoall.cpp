@@ -48,9 +48,9 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   // sender ~20 us of CPU through TCP here, as much as its GEMM); an explicit OpOptions::tile
   // applies to every path.
   const std::size_t row_bytes = tile_cols * sizeof(float);
-  off_rows = ctx.options.tile ? tile_rows
-                              : tile_rows * std::max<std::size_t>(
-                                                1, kOffNodeEagerBytes / (tile_rows * row_bytes));
+  off_rows = ctx.options.tile
+                 ? tile_rows
+                 : tile_rows * std::max<std::size_t>(1, eager_rows(row_bytes) / tile_rows);
   // Tiles within the node: whole row tiles enough to pay for a tile's task, flag and wait
   // (gemm_alltoall_node_rows: thin GEMMs, K = 1, take 4x as many rows).
   node_rows = ctx.options.tile ? tile_rows : gemm_alltoall_node_rows(k, n, tile_rows);

@@ -11,8 +11,7 @@ std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots, std::size_
   const std::size_t target = 4 * wg_slots;
   std::size_t most = 256;
   if (spans_nodes)  // a tile is one MPI message of rows x n floats: under the eager limit
-    most = std::clamp<std::size_t>(
-        kOffNodeEagerBytes / (std::max<std::size_t>(1, n) * sizeof(float)), 8, most);
+    most = std::clamp<std::size_t>(eager_rows(n * sizeof(float)), 8, most);
   return std::clamp<std::size_t>(m / target, 8, most);
 }
 
