@@ -27,8 +27,11 @@ struct DefaultThresholds {
   static constexpr std::size_t allreduce_recursive_doubling_max = 16 * kKiB;
   /// then ring up to this size, then mpi.
   static constexpr std::size_t allreduce_ring_max = 4 * kMiB;
-  /// ReduceScatter across nodes: ring from this size on, mpi below.
-  static constexpr std::size_t reduce_scatter_ring_min = 32 * kKiB;
+  /// ReduceScatter across more than reduce_scatter_hierarchical_max_nodes nodes: ring from this
+  /// size on, hierarchical below (mpi when hierarchical declines the arguments).
+  static constexpr std::size_t reduce_scatter_ring_min = 64 * kKiB;
+  /// ReduceScatter across at most this many nodes: hierarchical at every size.
+  static constexpr int reduce_scatter_hierarchical_max_nodes = 2;
 
   /// one_shot's limit for a node of `local_size` ranks.
   static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {

@@ -20,9 +20,13 @@ const std::vector<const Algorithm*>& reduce_scatter_algorithms() {
 // docs/collectives.md, "Where the default thresholds come from".
 const Algorithm& reduce_scatter_default(const CommImpl& comm, const CollArgs& args) {
   if (shm_single_node(comm, args).empty()) return reduce_scatter_shm;
-  if (comm.topo.num_nodes > 1 && args.bytes() >= DefaultThresholds::reduce_scatter_ring_min)
-    return reduce_scatter_ring;
-  return reduce_scatter_mpi;
+  if (comm.topo.num_nodes == 1) return reduce_scatter_mpi;
+  const bool large = args.bytes() >= DefaultThresholds::reduce_scatter_ring_min;
+  const bool ring =
+      large && comm.topo.num_nodes > DefaultThresholds::reduce_scatter_hierarchical_max_nodes;
+  if (!ring && reduce_scatter_hierarchical.can_use(comm, args).empty())
+    return reduce_scatter_hierarchical;
+  return large ? reduce_scatter_ring : reduce_scatter_mpi;
 }
 
 }  // namespace tilecomm::detail

@@ -386,9 +386,10 @@ TEST(ReduceOrder, CanonicalIsTheSameBitsForEveryAlgorithmThatKeepsIt) {
 
 // ReduceScatter in ReduceOrder::Canonical: this rank's block of the canonical fold, bitwise, from
 // every algorithm that keeps the order (shm on one node, hierarchical anywhere) and from auto.
+// 150001 floats: several of hierarchical's messages between nodes, each folded as it arrives.
 TEST(ReduceOrder, CanonicalReduceScatterIsTheFoldOfThisRanksBlock) {
   const int p = world_size(), r = world_rank();
-  for (std::size_t n : {std::size_t{1}, std::size_t{13}, std::size_t{40003}}) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{13}, std::size_t{40003}, std::size_t{150001}}) {
     std::mt19937 rng(99 + 31 * r + static_cast<unsigned>(n));
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     const std::size_t total = n * p;
