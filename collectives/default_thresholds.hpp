@@ -32,6 +32,8 @@ struct DefaultThresholds {
   static constexpr std::size_t reduce_scatter_ring_min = 64 * kKiB;
   /// ReduceScatter across at most this many nodes: hierarchical at every size.
   static constexpr int reduce_scatter_hierarchical_max_nodes = 2;
+  /// AllGather across nodes: ring from this size (one rank's block) on, mpi below.
+  static constexpr std::size_t allgather_ring_min = 256 * kKiB;
 
   /// one_shot's limit for a node of `local_size` ranks.
   static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {

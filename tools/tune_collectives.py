@@ -205,6 +205,7 @@ THRESHOLDS = [
      "recursive_doubling", ["ring", "mpi"], "up_to"),
     # ring's range starts above recursive_doubling's: its rows are cut there (see derive()).
     ("allreduce_ring_max", "allreduce", across_nodes(lambda n: n == 1), "ring", ["mpi"], "up_to"),
+    ("allgather_ring_min", "allgather", across_nodes(lambda n: True), "ring", ["mpi"], "from"),
     # On more nodes than reduce_scatter_hierarchical_max_nodes (on fewer, hierarchical everywhere).
     ("reduce_scatter_ring_min", "reduce_scatter",
      across_nodes(lambda n: True, lambda t: t["reduce_scatter_hierarchical_max_nodes"] + 1), "ring",
@@ -267,8 +268,8 @@ def derive(name, coll, selects, pick, others, side, rows, current):
         if r.get("collective") != coll or not r.get("time_us") or not selects(r, current):
             continue
         key = r["count"] * ELEM_BYTES[r["dtype"]]
-        if coll == "reduce_scatter":  # the JSON counts the whole input; the table one block
-            key //= r["nranks"]
+        if coll in ("reduce_scatter", "allgather"):  # the JSON counts every rank's block; the
+            key //= r["nranks"]                           # table, one rank's
         groups[(r["nranks"], r["ranks_per_node"], r["dtype"])][r["algo"]][key].append(r["time_us"])
     found = []
     for group, by_algo in sorted(groups.items()):

@@ -1,5 +1,6 @@
 // The AllGather algorithms and the default table.
 #include "collectives/algorithm.hpp"
+#include "collectives/default_thresholds.hpp"
 #include "collectives/shm_phases.hpp"
 
 namespace tilecomm::detail {
@@ -14,10 +15,12 @@ const std::vector<const Algorithm*>& allgather_algorithms() {
   return list;
 }
 
-// The table: shm on one node, else mpi (the ring measured level with MPI across nodes; figures in
+// The table: shm on one node; across nodes the ring from allgather_ring_min, else mpi (figures in
 // docs/collectives.md, "Where the default thresholds come from").
 const Algorithm& allgather_default(const CommImpl& comm, const CollArgs& args) {
   if (shm_single_node(comm, args).empty()) return allgather_shm;
+  if (comm.topo.num_nodes > 1 && args.bytes() >= DefaultThresholds::allgather_ring_min)
+    return allgather_ring;
   return allgather_mpi;
 }
 
