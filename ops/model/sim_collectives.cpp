@@ -1,11 +1,21 @@
 #include "ops/model/sim_collectives.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "collectives/default_thresholds.hpp"
 
 namespace tilecomm::model {
 
 using detail::DefaultThresholds;
 using detail::Topology;
+
+namespace {
+// reduce_scatter(hierarchical)'s messages between nodes (its kMessageBytes), and a cap on how many
+// the simulator replays per partner (more only split the same bytes finer).
+constexpr double kRsMessageBytes = 256.0 * 1024;
+constexpr int kRsMaxPieces = 64;
+}  // namespace
 
 double reduce_seconds(const Profile& p, double bytes) {
   if (bytes <= 0) return 0;
@@ -90,11 +100,20 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
   if (nn > 1) {
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
     const double part = node_slice / nn;  // each other node's share of my node slice
-    for (int i = 1; i < nn; ++i)
-      steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 7, part, SimPath::Mpi));
-    for (int i = 1; i < nn; ++i)
-      steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 7));
-    steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * part)));
+    // reduce_scatter(hierarchical) sends each share in messages of ~kRsMessageBytes, all posted
+    // at once, and folds each message as it arrives.
+    const auto pieces = static_cast<std::uint64_t>(
+        std::clamp(std::ceil(part / kRsMessageBytes), 1.0, double(kRsMaxPieces)));
+    const double piece = part / double(pieces);
+    auto key = [&](std::uint64_t k) { return base + 7 + (k << 20); };
+    for (std::uint64_t k = 0; k < pieces; ++k)
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::send(partner((topo.node + i) % nn), key(k), piece, SimPath::Mpi));
+    for (std::uint64_t k = 0; k < pieces; ++k) {
+      for (int i = 1; i < nn; ++i)
+        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), key(k)));
+      steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * piece)));
+    }
   }
 }
 

@@ -25,7 +25,8 @@ void allreduce_steps(std::vector<SimStep>& steps, const detail::Topology& topo, 
 /// Appends rank topo.rank's steps of a ReduceScatter of `bytes` per rank (every rank ends with
 /// bytes / p of the sum), ReduceOrder::Canonical: one node: through the segment (read the p - 1
 /// peers' parts of my slice, add); across nodes: hierarchical (a node-local reduce-scatter, then a
-/// direct reduce-scatter of each node slice between the ranks of the same local rank).
+/// direct reduce-scatter of each node slice between the ranks of the same local rank, in messages
+/// of ~256 KiB posted at once and folded one by one as they arrive, as the collective does).
 void reduce_scatter_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
                           const Profile& p, std::uint64_t base);
 /// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q, `recv[q]` from q,
