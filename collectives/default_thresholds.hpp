@@ -32,8 +32,11 @@ struct DefaultThresholds {
   static constexpr std::size_t reduce_scatter_ring_min = 64 * kKiB;
   /// ReduceScatter across at most this many nodes: hierarchical at every size.
   static constexpr int reduce_scatter_hierarchical_max_nodes = 2;
-  /// AllGather across nodes: ring from this size (one rank's block) on, mpi below.
+  /// AllGather across more than allgather_hierarchical_max_nodes nodes: ring from this size (one
+  /// rank's block) on, mpi below.
   static constexpr std::size_t allgather_ring_min = 256 * kKiB;
+  /// AllGather across at most this many nodes: hierarchical at every size.
+  static constexpr int allgather_hierarchical_max_nodes = 2;
 
   /// one_shot's limit for a node of `local_size` ranks.
   static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {

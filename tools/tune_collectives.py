@@ -205,7 +205,9 @@ THRESHOLDS = [
      "recursive_doubling", ["ring", "mpi"], "up_to"),
     # ring's range starts above recursive_doubling's: its rows are cut there (see derive()).
     ("allreduce_ring_max", "allreduce", across_nodes(lambda n: n == 1), "ring", ["mpi"], "up_to"),
-    ("allgather_ring_min", "allgather", across_nodes(lambda n: True), "ring", ["mpi"], "from"),
+    ("allgather_ring_min", "allgather",
+     across_nodes(lambda n: True, lambda t: t["allgather_hierarchical_max_nodes"] + 1), "ring",
+     ["mpi"], "from"),
     # On more nodes than reduce_scatter_hierarchical_max_nodes (on fewer, hierarchical everywhere).
     ("reduce_scatter_ring_min", "reduce_scatter",
      across_nodes(lambda n: True, lambda t: t["reduce_scatter_hierarchical_max_nodes"] + 1), "ring",

@@ -1,0 +1,132 @@
+// AllGather across nodes with each block crossing every link once: blocks go to one rank per
+// other node, then the nodes share them through shared memory.
+//
+//  1. Between nodes: every rank sends its block to one rank of every other node — local rank
+//     (its local rank mod that node's size) — in messages of ~kMessageBytes, posted at once.
+//     So a rank receives the blocks of the off-node ranks whose local rank, mod its node's size,
+//     is its own.
+//  2. Meanwhile the node's own blocks go round through the shared segment (allgather(shm)'s step).
+//  3. When they have arrived, the blocks each rank received go round the node the same way.
+// Link bytes: each node sends every other node its blocks once (local_size x block), where a ring
+// over the ranks sends each node's (p - 1) blocks over the link out of it: 2 x 2 ranks, 2 blocks
+// per node and direction against 3. On nodes of one rank it is a direct exchange (every rank sends
+// to every other at once); on one node, allgather(shm).
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "collectives/shm_phases.hpp"
+
+namespace tilecomm::detail {
+namespace {
+
+constexpr int kBlockTag = 0x7e4;
+// Blocks cross the network in messages of about this many bytes, all posted at once (as
+// reduce_scatter(hierarchical)'s node sums do): a large block in one MPI message waits for one
+// rendezvous and moves in one piece.
+constexpr std::size_t kMessageBytes = std::size_t{256} << 10;
+
+std::string can_use(const CommImpl& comm, const CollArgs& a) {
+  if (a.bytes() > static_cast<std::size_t>(INT_MAX)) return "a block above 2 GiB";
+  return shm_fits(comm.segment);
+}
+
+// The local rank of a node of `size` ranks that receives world rank r's block.
+int receiver(const Topology& t, int r, std::size_t size) {
+  return static_cast<int>(static_cast<std::size_t>(t.local_of[r]) % size);
+}
+
+// The blocks (world ranks) local rank l of this node holds after step 1: its own, and those of the
+// off-node ranks it receives. Ascending.
+std::vector<int> received_by(const Topology& t, int l) {
+  std::vector<int> blocks;
+  const auto size = static_cast<std::size_t>(t.local_size);
+  for (int r = 0; r < t.size; ++r)
+    if (!t.on_node(r) && receiver(t, r, size) == l) blocks.push_back(r);
+  return blocks;
+}
+
+// Every local rank l stages its `blocks[l]` (world ranks whose blocks it has in recv), piece by
+// piece; every rank copies what the others staged into place.
+void share_on_node(CommImpl& comm, const CollArgs& a, const std::vector<std::vector<int>>& blocks,
+                   const char* what) {
+  const Topology& t = comm.topo;
+  const std::size_t elem = a.elem(), block = a.bytes();
+  auto* recv = static_cast<std::byte*>(a.recv);
+  std::size_t most = 0;
+  for (const auto& b : blocks)
+    most = std::max(most, b.size());
+  if (most == 0 || t.local_size == 1) return;
+  ShmSteps steps(comm.segment);
+  const std::size_t piece = stream_chunk_elems(steps, elem, kStreamChunkBytes, 1) / most;
+  if (piece == 0) throw Error(ErrorCode::Internal, std::string(what) + ": segment half too small");
+  const std::vector<int>& mine = blocks[t.local_rank];
+  for (std::size_t off = 0; off < a.count; off += piece) {
+    const std::size_t n = std::min(piece, a.count - off);
+    steps.begin();
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      std::memcpy(steps.mine() + i * piece * elem, recv + mine[i] * block + off * elem, n * elem);
+    ag_phase(
+        steps, t.local_size,
+        [&](int l, const std::byte* half) {
+          if (l == t.local_rank) return;
+          for (std::size_t i = 0; i < blocks[l].size(); ++i)
+            std::memcpy(recv + blocks[l][i] * block + off * elem, half + i * piece * elem,
+                        n * elem);
+        },
+        what);
+  }
+}
+
+void run(CommImpl& comm, const CollArgs& a) {
+  if (a.count == 0) return;
+  const Topology& t = comm.topo;
+  const int me = t.rank;
+  const std::size_t elem = a.elem(), block = a.bytes();
+  auto* recv = static_cast<std::byte*>(a.recv);
+  std::byte* own = recv + static_cast<std::size_t>(me) * block;
+  if (!a.in_place) std::memcpy(own, a.send, block);
+
+  // 1. Receives and sends between nodes, in messages of about kMessageBytes.
+  const std::size_t msg = std::max<std::size_t>(1, kMessageBytes / elem);
+  const std::size_t msgs = (a.count + msg - 1) / msg;
+  auto length = [&](std::size_t k) { return std::min(msg, a.count - k * msg) * elem; };
+  std::vector<MPI_Request> req;
+  for (int r : received_by(t, t.local_rank)) {
+    for (std::size_t k = 0; k < msgs; ++k) {
+      req.emplace_back();
+      mpi_check(MPI_Irecv(recv + r * block + k * msg * elem, static_cast<int>(length(k)), MPI_BYTE,
+                          r, kBlockTag, comm.mpi, &req.back()),
+                "MPI_Irecv");
+    }
+  }
+  for (std::size_t k = 0; k < msgs; ++k)
+    for (int i = 1; i < t.num_nodes; ++i) {  // other nodes, starting with the next one
+      const std::vector<int>& ranks = t.node_ranks[(t.node + i) % t.num_nodes];
+      req.emplace_back();
+      mpi_check(MPI_Isend(own + k * msg * elem, static_cast<int>(length(k)), MPI_BYTE,
+                          ranks[t.local_rank % ranks.size()], kBlockTag, comm.mpi, &req.back()),
+                "MPI_Isend");
+    }
+
+  // 2. The node's own blocks, while those messages move.
+  std::vector<std::vector<int>> node_blocks(t.local_size);
+  for (int l = 0; l < t.local_size; ++l)
+    node_blocks[l] = {t.node_ranks[t.node][l]};
+  share_on_node(comm, a, node_blocks, "allgather(hierarchical) node blocks");
+
+  // 3. The other nodes' blocks, once here.
+  comm.wait_all(req.data(), static_cast<int>(req.size()),
+                "allgather(hierarchical): blocks between nodes");
+  std::vector<std::vector<int>> received(t.local_size);
+  for (int l = 0; l < t.local_size; ++l)
+    received[l] = received_by(t, l);
+  share_on_node(comm, a, received, "allgather(hierarchical) blocks from other nodes");
+}
+
+}  // namespace
+
+extern const Algorithm allgather_hierarchical{"hierarchical", Collective::AllGather, can_use, run};
+
+}  // namespace tilecomm::detail
