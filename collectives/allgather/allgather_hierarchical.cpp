@@ -2,15 +2,16 @@
 // other node, then the nodes share them through shared memory.
 //
 //  1. Between nodes: every rank sends its block to one rank of every other node — local rank
-//     (its local rank mod that node's size) — in messages of ~kMessageBytes, posted at once.
+//     (its local rank mod that node's size) — in messages of ~kMessageBytes, posted at once (a
+//     rank alone on its node, beyond two nodes: one node at a time).
 //     So a rank receives the blocks of the off-node ranks whose local rank, mod its node's size,
 //     is its own.
 //  2. Meanwhile the node's own blocks go round through the shared segment (allgather(shm)'s step).
 //  3. When they have arrived, the blocks each rank received go round the node the same way.
 // Link bytes: each node sends every other node its blocks once (local_size x block), where a ring
 // over the ranks sends each node's (p - 1) blocks over the link out of it: 2 x 2 ranks, 2 blocks
-// per node and direction against 3. On nodes of one rank it is a direct exchange (every rank sends
-// to every other at once); on one node, allgather(shm).
+// per node and direction against 3. On nodes of one rank it is a pairwise exchange; on one node,
+// allgather(shm).
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -101,14 +102,24 @@ void run(CommImpl& comm, const CollArgs& a) {
                 "MPI_Irecv");
     }
   }
-  for (std::size_t k = 0; k < msgs; ++k)
-    for (int i = 1; i < t.num_nodes; ++i) {  // other nodes, starting with the next one
-      const std::vector<int>& ranks = t.node_ranks[(t.node + i) % t.num_nodes];
-      req.emplace_back();
-      mpi_check(MPI_Isend(own + k * msg * elem, static_cast<int>(length(k)), MPI_BYTE,
-                          ranks[t.local_rank % ranks.size()], kBlockTag, comm.mpi, &req.back()),
+  // To the other nodes, starting with the next one. A rank alone on its node has no node step to
+  // overlap: beyond two nodes it sends to one node at a time, so that each link carries one flow
+  // per direction (as reduce_scatter(hierarchical) does there).
+  const bool one_at_a_time = t.local_size == 1 && t.num_nodes > 2;
+  for (int i = 1; i < t.num_nodes; ++i) {
+    const std::vector<int>& ranks = t.node_ranks[(t.node + i) % t.num_nodes];
+    const int q = ranks[t.local_rank % ranks.size()];
+    std::vector<MPI_Request> out(msgs);
+    for (std::size_t k = 0; k < msgs; ++k)
+      mpi_check(MPI_Isend(own + k * msg * elem, static_cast<int>(length(k)), MPI_BYTE, q, kBlockTag,
+                          comm.mpi, &out[k]),
                 "MPI_Isend");
-    }
+    if (one_at_a_time)
+      comm.wait_all(out.data(), static_cast<int>(msgs),
+                    "allgather(hierarchical): a block to another node", {q});
+    else
+      req.insert(req.end(), out.begin(), out.end());
+  }
 
   // 2. The node's own blocks, while those messages move.
   std::vector<std::vector<int>> node_blocks(t.local_size);
