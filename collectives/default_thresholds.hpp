@@ -25,8 +25,12 @@ struct DefaultThresholds {
   /// AllReduce across nodes (below the hierarchical threshold, or nodes of one rank):
   /// recursive_doubling up to this size,
   static constexpr std::size_t allreduce_recursive_doubling_max = 16 * kKiB;
-  /// then ring up to this size, then mpi.
+  /// then ring up to this size, then mpi (hierarchical across at most
+  /// allreduce_large_hierarchical_max_nodes nodes).
   static constexpr std::size_t allreduce_ring_max = 4 * kMiB;
+  /// AllReduce above allreduce_ring_max across nodes of one rank: hierarchical on at most this many
+  /// nodes, mpi on more.
+  static constexpr int allreduce_large_hierarchical_max_nodes = 2;
   /// ReduceScatter across more than reduce_scatter_hierarchical_max_nodes nodes: ring from this
   /// size on, hierarchical below (mpi when hierarchical declines the arguments).
   static constexpr std::size_t reduce_scatter_ring_min = 64 * kKiB;

@@ -204,7 +204,10 @@ THRESHOLDS = [
     ("allreduce_recursive_doubling_max", "allreduce", across_nodes(lambda n: n == 1),
      "recursive_doubling", ["ring", "mpi"], "up_to"),
     # ring's range starts above recursive_doubling's: its rows are cut there (see derive()).
-    ("allreduce_ring_max", "allreduce", across_nodes(lambda n: n == 1), "ring", ["mpi"], "up_to"),
+    # On more than allreduce_large_hierarchical_max_nodes nodes (on fewer, hierarchical above it).
+    ("allreduce_ring_max", "allreduce",
+     across_nodes(lambda n: n == 1, lambda t: t["allreduce_large_hierarchical_max_nodes"] + 1),
+     "ring", ["mpi"], "up_to"),
     ("allgather_ring_min", "allgather",
      across_nodes(lambda n: True, lambda t: t["allgather_hierarchical_max_nodes"] + 1), "ring",
      ["mpi"], "from"),
