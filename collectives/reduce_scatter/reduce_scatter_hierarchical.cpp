@@ -113,7 +113,7 @@ void run(CommImpl& comm, const CollArgs& a) {
   if (alone && nn > 2) {
     // One destination at a time, rotated (node + 1, node + 2, ...), so that every link carries one
     // flow per direction, as a ring's does: posting all at once put nn - 1 flows on each link
-    // (4 x 1, 4 MiB: 41 ms, ring 33; so: 28-30).
+    // (4 x 1, 4 MiB: 41 ms, ring 33; one at a time: 28-30).
     for (int step = 1; step < nn; ++step) {
       const int nd = (t.node + step) % nn;
       const std::size_t first = req_to.size();

@@ -100,8 +100,9 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
   if (nn > 1) {
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
     const double part = node_slice / nn;  // each other node's share of my node slice
-    // reduce_scatter(hierarchical) sends each share in messages of ~kRsMessageBytes, all posted
-    // at once, and folds each message as it arrives.
+    // reduce_scatter(hierarchical) sends each share in messages of ~kRsMessageBytes and folds
+    // each message as it arrives. (Beyond two nodes of one rank it sends to one node at a time;
+    // posted at once here, the sender's egress FIFO serialises them alike.)
     const auto pieces = static_cast<std::uint64_t>(
         std::clamp(std::ceil(part / kRsMessageBytes), 1.0, double(kRsMaxPieces)));
     const double piece = part / double(pieces);
