@@ -13,7 +13,6 @@
 // per node and direction against 3. On nodes of one rank it is a pairwise exchange; on one node,
 // allgather(shm).
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -28,8 +27,7 @@ constexpr int kBlockTag = 0x7e4;
 // rendezvous and moves in one piece.
 constexpr std::size_t kMessageBytes = std::size_t{256} << 10;
 
-std::string can_use(const CommImpl& comm, const CollArgs& a) {
-  if (a.bytes() > static_cast<std::size_t>(INT_MAX)) return "a block above 2 GiB";
+std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
 }
 
@@ -38,8 +36,7 @@ int receiver(const Topology& t, int r, std::size_t size) {
   return static_cast<int>(static_cast<std::size_t>(t.local_of[r]) % size);
 }
 
-// The blocks (world ranks) local rank l of this node holds after step 1: its own, and those of the
-// off-node ranks it receives. Ascending.
+// The off-node blocks (world ranks) that local rank l of this node receives in step 1, ascending.
 std::vector<int> received_by(const Topology& t, int l) {
   std::vector<int> blocks;
   const auto size = static_cast<std::size_t>(t.local_size);
