@@ -42,6 +42,11 @@ struct DefaultThresholds {
   /// AllGather across at most this many nodes: hierarchical at every size.
   static constexpr int allgather_hierarchical_max_nodes = 2;
 
+  /// The hierarchical ReduceScatter's and AllGather's messages between nodes: about this many
+  /// bytes, all posted as soon as their data is ready (one message per block waited for one
+  /// rendezvous and moved in one piece: docs/collectives.md).
+  static constexpr std::size_t hierarchical_message_bytes = 256 * kKiB;
+
   /// one_shot's limit for a node of `local_size` ranks.
   static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {
     return local_size <= small_node_ranks ? allreduce_one_shot_max_small_node

@@ -16,16 +16,16 @@
 #include <cstring>
 #include <vector>
 
+#include "collectives/default_thresholds.hpp"
 #include "collectives/shm_phases.hpp"
 
 namespace tilecomm::detail {
 namespace {
 
 constexpr int kBlockTag = 0x7e4;
-// Blocks cross the network in messages of about this many bytes, all posted at once (as
-// reduce_scatter(hierarchical)'s node sums do): a large block in one MPI message waits for one
-// rendezvous and moves in one piece.
-constexpr std::size_t kMessageBytes = std::size_t{256} << 10;
+// Blocks cross the network in messages of about this many bytes, as
+// reduce_scatter(hierarchical)'s node sums do.
+constexpr std::size_t kMessageBytes = DefaultThresholds::hierarchical_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "collectives/default_thresholds.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/shm_phases.hpp"
 
@@ -45,7 +46,7 @@ int assignee(const Topology& t, int q, std::size_t size) {
 // so the transfer overlaps the node step and the final fold. One message per block (the first
 // version) left both in series with it: 39-41 ms for 8 MiB on 2 nodes x 1 rank at 1 Gbit/s,
 // ring 35.
-constexpr std::size_t kMessageBytes = std::size_t{256} << 10;
+constexpr std::size_t kMessageBytes = DefaultThresholds::hierarchical_message_bytes;
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
@@ -96,16 +97,17 @@ void run(CommImpl& comm, const CollArgs& a) {
     }
   std::vector<MPI_Request> req_to;
   req_to.reserve((dests.size() - 1) * msgs);
+  auto isend = [&](const std::byte* sum, std::size_t k, int dst) {  // message k of a node sum
+    req_to.emplace_back();
+    mpi_check(MPI_Isend(sum + k * msg * elem, static_cast<int>(msg_elems(k) * elem), MPI_BYTE, dst,
+                        kSumTag, comm.mpi, &req_to.back()),
+              "MPI_Isend");
+  };
   std::size_t sent = 0;                      // messages sent to every off-node destination so far
   auto send_ready = [&](std::size_t done) {  // elements [0, done) of every node sum are final
     for (; sent < msgs && std::min((sent + 1) * msg, a.count) <= done; ++sent)
-      for (std::size_t i = 1; i < dests.size(); ++i) {
-        req_to.emplace_back();
-        mpi_check(
-            MPI_Isend(node_sum(i) + sent * msg * elem, static_cast<int>(msg_elems(sent) * elem),
-                      MPI_BYTE, dests[i], kSumTag, comm.mpi, &req_to.back()),
-            "MPI_Isend");
-      }
+      for (std::size_t i = 1; i < dests.size(); ++i)
+        isend(node_sum(i), sent, dests[i]);
   };
 
   // 1. Node sums, chunk by chunk: a piece of every destination's block per step.
@@ -117,15 +119,9 @@ void run(CommImpl& comm, const CollArgs& a) {
     for (int step = 1; step < nn; ++step) {
       const int nd = (t.node + step) % nn;
       const std::size_t first = req_to.size();
-      for (int q : t.node_ranks[nd]) {  // every rank of that node (nodes may differ in size)
-        const auto* block = send + static_cast<std::size_t>(q) * bytes;
-        for (std::size_t k = 0; k < msgs; ++k) {
-          req_to.emplace_back();
-          mpi_check(MPI_Isend(block + k * msg * elem, static_cast<int>(msg_elems(k) * elem),
-                              MPI_BYTE, q, kSumTag, comm.mpi, &req_to.back()),
-                    "MPI_Isend");
-        }
-      }
+      for (int q : t.node_ranks[nd])  // every rank of that node (nodes may differ in size)
+        for (std::size_t k = 0; k < msgs; ++k)
+          isend(send + static_cast<std::size_t>(q) * bytes, k, q);
       comm.wait_all(req_to.data() + first, static_cast<int>(req_to.size() - first),
                     "reduce_scatter(hierarchical): node sums to the other nodes",
                     {t.node_ranks[nd][0]});

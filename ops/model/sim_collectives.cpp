@@ -11,9 +11,9 @@ using detail::DefaultThresholds;
 using detail::Topology;
 
 namespace {
-// reduce_scatter(hierarchical)'s messages between nodes (its kMessageBytes), and a cap on how many
-// the simulator replays per partner (more only split the same bytes finer).
-constexpr double kRsMessageBytes = 256.0 * 1024;
+// reduce_scatter(hierarchical)'s messages between nodes, and a cap on how many the simulator
+// replays per partner (more only split the same bytes finer).
+constexpr double kRsMessageBytes = double(DefaultThresholds::hierarchical_message_bytes);
 constexpr int kRsMaxPieces = 64;
 }  // namespace
 
