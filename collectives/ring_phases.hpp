@@ -3,9 +3,11 @@
 // and AllReduce (AllReduce = ring ReduceScatter followed by ring AllGather, as in UCC).
 //
 // A vector of `count` elements is cut into p blocks (Blocks); rank r owns block r. Each phase
-// takes p-1 steps; in step s rank r sends to r+1 and receives from r-1. Large blocks go in chunk
-// rounds: the whole p-1 step ring runs on chunk 0 of every block, then on chunk 1, ..., so each
-// rank needs only a few chunk-sized staging buffers, whatever the message size.
+// takes p-1 steps; in step s rank r sends to r+1 and receives from r-1. Blocks go in pieces of
+// ~256 KiB (DefaultThresholds::pipeline_message_bytes): round t is step t % (p-1) of piece
+// t / (p-1), and up to four rounds are in flight, so each rank needs only a few piece-sized
+// staging buffers whatever the message size, and the link is not left idle between rounds while
+// a rendezvous waits for its clear-to-send (docs/collectives.md, "The ring over TCP").
 
 #include <algorithm>
 #include <cstddef>

@@ -190,8 +190,8 @@ def one_node(small):
     return lambda r, t: r["nodes"] == 1 and (r["ranks_per_node"] <= t["small_node_ranks"]) == small
 
 
-def across_nodes(ranks_per_node_ok, min_nodes=lambda t: 2):
-    return lambda r, t: (r["nodes"] >= min_nodes(t)
+def across_nodes(ranks_per_node_ok, min_nodes=lambda t: 2, max_nodes=lambda t: 1 << 30):
+    return lambda r, t: (min_nodes(t) <= r["nodes"] <= max_nodes(t)
                          and ranks_per_node_ok(r["ranks_per_node"]))
 
 
@@ -204,10 +204,11 @@ THRESHOLDS = [
     ("allreduce_recursive_doubling_max", "allreduce", across_nodes(lambda n: n == 1),
      "recursive_doubling", ["ring", "mpi"], "up_to"),
     # ring's range starts above recursive_doubling's: its rows are cut there (see derive()).
-    # On more than allreduce_large_hierarchical_max_nodes nodes (on fewer, hierarchical above it).
+    # On at most allreduce_large_hierarchical_max_nodes nodes (hierarchical above it; on more
+    # nodes ring at every size above recursive_doubling's range).
     ("allreduce_ring_max", "allreduce",
-     across_nodes(lambda n: n == 1, lambda t: t["allreduce_large_hierarchical_max_nodes"] + 1),
-     "ring", ["mpi"], "up_to"),
+     across_nodes(lambda n: n == 1, max_nodes=lambda t: t["allreduce_large_hierarchical_max_nodes"]),
+     "ring", ["hierarchical"], "up_to"),
     ("allgather_ring_min", "allgather",
      across_nodes(lambda n: True, lambda t: t["allgather_hierarchical_max_nodes"] + 1), "ring",
      ["mpi"], "from"),
