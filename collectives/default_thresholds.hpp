@@ -23,14 +23,9 @@ struct DefaultThresholds {
   /// AllReduce across nodes of at least two ranks each: hierarchical from this size on.
   static constexpr std::size_t allreduce_hierarchical_min = 8 * kKiB;
   /// AllReduce across nodes (below the hierarchical threshold, or nodes of one rank):
-  /// recursive_doubling up to this size,
+  /// recursive_doubling up to this size, ring above (with 16 pieces in flight the ring is at the
+  /// link's rate from 4 MiB on, ahead of hierarchical and mpi on 2, 3 and 4 nodes of one rank).
   static constexpr std::size_t allreduce_recursive_doubling_max = 16 * kKiB;
-  /// then ring (above this size, hierarchical across at most
-  /// allreduce_large_hierarchical_max_nodes nodes).
-  static constexpr std::size_t allreduce_ring_max = 4 * kMiB;
-  /// AllReduce above allreduce_ring_max across nodes of one rank: hierarchical on at most this many
-  /// nodes, ring on more (mpi, MPI_Iallreduce, took 2.4x the ring's time on 3 nodes).
-  static constexpr int allreduce_large_hierarchical_max_nodes = 2;
   /// ReduceScatter across more than reduce_scatter_hierarchical_max_nodes nodes: ring from this
   /// size on, hierarchical below (mpi when hierarchical declines the arguments).
   static constexpr std::size_t reduce_scatter_ring_min = 64 * kKiB;
@@ -42,11 +37,14 @@ struct DefaultThresholds {
   /// AllGather across at most this many nodes: hierarchical at every size.
   static constexpr int allgather_hierarchical_max_nodes = 2;
 
-  /// Messages of the pipelined point-to-point algorithms: the hierarchical ReduceScatter's and
-  /// AllGather's between nodes, about this many bytes, all posted as soon as their data is ready
-  /// (one message per block waited for one rendezvous and moved in one piece), and the ring's
-  /// pieces, a few rounds in flight (docs/collectives.md).
-  static constexpr std::size_t pipeline_message_bytes = 256 * kKiB;
+  /// The hierarchical ReduceScatter's and AllGather's messages between nodes: about this many
+  /// bytes, all posted as soon as their data is ready (one message per block waited for one
+  /// rendezvous and moved in one piece: docs/collectives.md).
+  static constexpr std::size_t hierarchical_message_bytes = 256 * kKiB;
+  /// The ring's pieces (messages), 16 rounds in flight: under Open MPI's TCP eager limit
+  /// (btl_tcp_eager_limit, 64 KiB with the header), so no piece waits for a clear-to-send, which
+  /// over TCP queues behind bulk data (docs/collectives.md, "The ring over TCP").
+  static constexpr std::size_t ring_message_bytes = 63 * kKiB;
 
   /// one_shot's limit for a node of `local_size` ranks.
   static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {

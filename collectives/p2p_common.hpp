@@ -21,9 +21,9 @@ namespace tilecomm::detail::p2p {
 /// The ring's phases use kRingTags tags each from these (collectives/ring_phases.cpp: round t of
 /// a phase travels with tag base + t % kRingTags, so a round's send may leave before an earlier
 /// round's without being matched to that round's receive).
-inline constexpr int kRingTags = 16;
-inline constexpr int kTagRingReduceScatter = 0x7C10;
-inline constexpr int kTagRingAllGather = 0x7C20;
+inline constexpr int kRingTags = 32;
+inline constexpr int kTagRingReduceScatter = 0x7C40;
+inline constexpr int kTagRingAllGather = 0x7C80;
 inline constexpr int kTagRecursiveDoubling = 0x7C03;
 inline constexpr int kTagPairwise = 0x7C04;
 inline constexpr int kTagPairwiseCounts = 0x7C05;

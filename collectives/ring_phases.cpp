@@ -29,16 +29,16 @@ int mod(int a, int p) {
   return ((a % p) + p) % p;
 }
 
-// Rounds in flight per direction. One round at a time waited for each message's rendezvous and
-// left the link idle between rounds: over TCP a ring of 1 MiB rounds moved 8 MiB each way in
-// 118 ms where the link allows 70 (docs/collectives.md, "The ring over TCP").
-constexpr std::size_t kWindow = 4;
+// Rounds in flight per direction (kWindow pieces: 1 MiB). One round at a time waited for each
+// message's rendezvous and left the link idle between rounds: over TCP a ring of 1 MiB rounds
+// moved 8 MiB each way in 118 ms where the link allows 70 (docs/collectives.md, "The ring over
+// TCP").
+constexpr std::size_t kWindow = 16;
 static_assert(p2p::kRingTags >= 2 * kWindow, "rounds in flight need distinct tags");
 
-// Bytes of one piece (one message): the pipelined algorithms' message size, within `slots`
-// staging slots.
+// Bytes of one piece (one message), within `slots` staging slots.
 std::size_t piece_bytes(const CommImpl& comm, int slots) {
-  return std::min(p2p::slot_bytes(comm, slots), DefaultThresholds::pipeline_message_bytes);
+  return std::min(p2p::slot_bytes(comm, slots), DefaultThresholds::ring_message_bytes);
 }
 
 // The requests of a ring phase's rounds in flight. Receives are posted in round order up to

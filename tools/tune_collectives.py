@@ -190,8 +190,8 @@ def one_node(small):
     return lambda r, t: r["nodes"] == 1 and (r["ranks_per_node"] <= t["small_node_ranks"]) == small
 
 
-def across_nodes(ranks_per_node_ok, min_nodes=lambda t: 2, max_nodes=lambda t: 1 << 30):
-    return lambda r, t: (min_nodes(t) <= r["nodes"] <= max_nodes(t)
+def across_nodes(ranks_per_node_ok, min_nodes=lambda t: 2):
+    return lambda r, t: (r["nodes"] >= min_nodes(t)
                          and ranks_per_node_ok(r["ranks_per_node"]))
 
 
@@ -203,12 +203,6 @@ THRESHOLDS = [
      ["recursive_doubling", "ring", "mpi"], "from"),
     ("allreduce_recursive_doubling_max", "allreduce", across_nodes(lambda n: n == 1),
      "recursive_doubling", ["ring", "mpi"], "up_to"),
-    # ring's range starts above recursive_doubling's: its rows are cut there (see derive()).
-    # On at most allreduce_large_hierarchical_max_nodes nodes (hierarchical above it; on more
-    # nodes ring at every size above recursive_doubling's range).
-    ("allreduce_ring_max", "allreduce",
-     across_nodes(lambda n: n == 1, max_nodes=lambda t: t["allreduce_large_hierarchical_max_nodes"]),
-     "ring", ["hierarchical"], "up_to"),
     ("allgather_ring_min", "allgather",
      across_nodes(lambda n: True, lambda t: t["allgather_hierarchical_max_nodes"] + 1), "ring",
      ["mpi"], "from"),
@@ -238,10 +232,10 @@ def size_expr(n):
     return str(n)
 
 
-def switch_point(times, pick, others, side, sizes, floor=0):
+def switch_point(times, pick, others, side, sizes):
     """The threshold the measured medians give (None when `pick` or its rivals were not measured
     at every size): "up_to", the largest size up to which `pick` is never slower than the fastest
-    rival (`floor` when it loses at the smallest); "from", the smallest size from which it never is
+    rival (0 when it loses at the smallest); "from", the smallest size from which it never is
     (one past the largest size when it loses at the largest)."""
     if pick not in times or not any(o in times for o in others):
         return None
@@ -253,7 +247,7 @@ def switch_point(times, pick, others, side, sizes, floor=0):
         return times[pick][x] <= rival
 
     if side == "up_to":
-        best = floor
+        best = 0
         for x in sizes:
             if not wins(x):
                 break
@@ -281,13 +275,9 @@ def derive(name, coll, selects, pick, others, side, rows, current):
     for group, by_algo in sorted(groups.items()):
         times = {a: {x: sorted(v)[len(v) // 2] for x, v in t.items()} for a, t in by_algo.items()}
         sizes = sorted({x for t in times.values() for x in t})
-        floor = 0
-        if name == "allreduce_ring_max":  # ring's range starts where recursive_doubling's ends
-            floor = current["allreduce_recursive_doubling_max"]
-            sizes = [x for x in sizes if x > floor]
         if not sizes:
             continue
-        value = switch_point(times, pick, others, side, sizes, floor)
+        value = switch_point(times, pick, others, side, sizes)
         if value is not None:
             found.append((group, value))
     if not found:

@@ -25,7 +25,7 @@ namespace {
 constexpr int kBlockTag = 0x7e4;
 // Blocks cross the network in messages of about this many bytes, as
 // reduce_scatter(hierarchical)'s node sums do.
-constexpr std::size_t kMessageBytes = DefaultThresholds::pipeline_message_bytes;
+constexpr std::size_t kMessageBytes = DefaultThresholds::hierarchical_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);

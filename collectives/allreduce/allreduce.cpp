@@ -35,10 +35,6 @@ const Algorithm& allreduce_default(const CommImpl& comm, const CollArgs& args) {
   if (topo.num_nodes > 1) {
     if (bytes <= DefaultThresholds::allreduce_recursive_doubling_max)
       return allreduce_recursive_doubling;
-    if (bytes > DefaultThresholds::allreduce_ring_max &&
-        topo.num_nodes <= DefaultThresholds::allreduce_large_hierarchical_max_nodes &&
-        shm_fits(comm.segment).empty())
-      return allreduce_hierarchical;
     return allreduce_ring;
   }
   return allreduce_mpi;

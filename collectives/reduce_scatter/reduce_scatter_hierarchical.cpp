@@ -46,7 +46,7 @@ int assignee(const Topology& t, int q, std::size_t size) {
 // so the transfer overlaps the node step and the final fold. One message per block (the first
 // version) left both in series with it: 39-41 ms for 8 MiB on 2 nodes x 1 rank at 1 Gbit/s,
 // ring 35.
-constexpr std::size_t kMessageBytes = DefaultThresholds::pipeline_message_bytes;
+constexpr std::size_t kMessageBytes = DefaultThresholds::hierarchical_message_bytes;
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
