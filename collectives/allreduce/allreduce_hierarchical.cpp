@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/default_thresholds.hpp"
+#include "collectives/p2p_common.hpp"
 #include "collectives/reduce.hpp"
 #include "collectives/shm_phases.hpp"
 
@@ -23,6 +24,8 @@ namespace {
 constexpr int kReduceTag = 0x7e1, kGatherTag = 0x7e2;
 /// Slices up to this size take the inter-node one-shot (as recursive doubling's range).
 constexpr std::size_t kOneShotMaxBytes = DefaultThresholds::allreduce_recursive_doubling_max;
+/// Messages between nodes go in pieces of at most this many bytes (the ring's).
+constexpr std::size_t kPieceBytes = DefaultThresholds::ring_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
@@ -73,23 +76,30 @@ void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Co
   const Slices blocks(count, nn, elem);
   const std::size_t mine = blocks.size(r), slot = blocks.per * elem;
   tmp.resize(std::max<std::size_t>(slot, 1) * nn);
-  auto bytes = [&](std::size_t n) { return static_cast<int>(n * elem); };
+  // Every message goes in pieces under Open MPI's TCP eager limit, all posted at once: a larger
+  // one waits for a clear-to-send that queues behind the peer's own bulk data on its NIC
+  // (docs/collectives.md, "The ring over TCP").
   std::vector<MPI_Request> req;
-  req.reserve(2 * (nn - 1));
+  auto pieces = [&](std::size_t n) { return p2p::ceil_div(n * elem, kPieceBytes); };
+  std::size_t most = 0;
+  for (int j = 0; j < nn; ++j)
+    most += pieces(blocks.size(j)) + pieces(mine);
+  req.reserve(most);
+  auto post = [&](bool send, std::byte* p, std::size_t n, int peer, int tag) {
+    for (std::size_t off = 0; off < n * elem; off += kPieceBytes) {
+      const int len = static_cast<int>(std::min(kPieceBytes, n * elem - off));
+      req.emplace_back();
+      mpi_check(send ? MPI_Isend(p + off, len, MPI_BYTE, peer, tag, comm.cross_mpi, &req.back())
+                     : MPI_Irecv(p + off, len, MPI_BYTE, peer, tag, comm.cross_mpi, &req.back()),
+                send ? "MPI_Isend" : "MPI_Irecv");
+    }
+  };
   // 1. Reduce-scatter: block r of every node into slot j of tmp (mine copied), reduced into buf.
-  for (int j = 0; j < nn; ++j) {
-    if (j == r) continue;
-    req.emplace_back();
-    mpi_check(MPI_Irecv(tmp.data() + j * slot, bytes(mine), MPI_BYTE, j, kReduceTag, comm.cross_mpi,
-                        &req.back()),
-              "MPI_Irecv");
-  }
+  for (int j = 0; j < nn; ++j)
+    if (j != r) post(false, tmp.data() + j * slot, mine, j, kReduceTag);
   for (int i = 1; i < nn; ++i) {  // rotated, so no node is everyone's first destination
     const int j = (r + i) % nn;
-    req.emplace_back();
-    mpi_check(MPI_Isend(buf + blocks.begin(j) * elem, bytes(blocks.size(j)), MPI_BYTE, j,
-                        kReduceTag, comm.cross_mpi, &req.back()),
-              "MPI_Isend");
+    post(true, buf + blocks.begin(j) * elem, blocks.size(j), j, kReduceTag);
   }
   std::memcpy(tmp.data() + r * slot, buf + blocks.begin(r) * elem, mine * elem);
   comm.wait_all(req.data(), static_cast<int>(req.size()),
@@ -100,19 +110,10 @@ void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Co
   reduce_n(buf + blocks.begin(r) * elem, srcs.data(), nn, mine, a.dtype, a.op);
   // 2. All-gather the reduced blocks.
   req.clear();
-  for (int j = 0; j < nn; ++j) {
-    if (j == r) continue;
-    req.emplace_back();
-    mpi_check(MPI_Irecv(buf + blocks.begin(j) * elem, bytes(blocks.size(j)), MPI_BYTE, j,
-                        kGatherTag, comm.cross_mpi, &req.back()),
-              "MPI_Irecv");
-  }
-  for (int i = 1; i < nn; ++i) {
-    req.emplace_back();
-    mpi_check(MPI_Isend(buf + blocks.begin(r) * elem, bytes(mine), MPI_BYTE, (r + i) % nn,
-                        kGatherTag, comm.cross_mpi, &req.back()),
-              "MPI_Isend");
-  }
+  for (int j = 0; j < nn; ++j)
+    if (j != r) post(false, buf + blocks.begin(j) * elem, blocks.size(j), j, kGatherTag);
+  for (int i = 1; i < nn; ++i)
+    post(true, buf + blocks.begin(r) * elem, mine, (r + i) % nn, kGatherTag);
   comm.wait_all(req.data(), static_cast<int>(req.size()),
                 "allreduce(hierarchical) inter-node all-gather");
 }
