@@ -170,6 +170,18 @@ double bus_factor(Collective c, int p) {
   return c == Collective::AllReduce ? 2.0 * (p - 1) / p : static_cast<double>(p - 1) / p;
 }
 
+// "a,b,c" -> {"a", "b", "c"} (empty names dropped).
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    const std::size_t end = std::min(list.find(',', begin), list.size());
+    if (end > begin) out.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
 // Runs every algorithm at one size, interleaved; returns one row per algorithm.
 std::vector<Row> measure(Communicator& comm, Collective coll, const Settings& s,
                          const std::vector<std::string>& algos, std::size_t count, DataType dt,
@@ -244,7 +256,8 @@ int run(int argc, char** argv, Collective coll, int rank) {
       ->check(CLI::Range(0, 1));
   app.add_option("-d,--datatype", s.dtype, "float32, float64, int32, int64, bfloat16");
   app.add_option("-o,--op", s.op, "sum, max, min (reducing collectives)");
-  app.add_option("--algo", s.algo, "an algorithm name, auto (the default table), or all");
+  app.add_option("--algo", s.algo,
+                 "algorithm names, comma-separated (auto: the default table), or all");
   app.add_option("--json", s.json, "write one JSON object per row to this file");
   try {
     app.parse(argc, argv);
@@ -266,16 +279,15 @@ int run(int argc, char** argv, Collective coll, int rank) {
     algos = names;
     algos.push_back("auto");
   } else {
-    if (s.algo != "auto" && std::find(names.begin(), names.end(), s.algo) == names.end()) {
-      std::string valid;
-      for (const auto& n : names)
-        valid += " " + n;
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("--algo {}: not a {} algorithm; valid: all auto{}", s.algo,
-                              to_string(coll), valid));
+    algos.push_back("mpi");  // the baseline, first
+    for (const std::string& a : split_list(s.algo)) {
+      if (a != "auto" && std::find(names.begin(), names.end(), a) == names.end())
+        throw Error(
+            ErrorCode::InvalidArgument,
+            fmt::format("--algo {}: '{}' is not one of the {} algorithms; valid: all auto {}",
+                        s.algo, a, to_string(coll), fmt::join(names, " ")));
+      if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
     }
-    if (s.algo != "mpi") algos.push_back("mpi");  // the baseline
-    algos.push_back(s.algo);
   }
 
   const std::size_t elem = size_of(dt);
