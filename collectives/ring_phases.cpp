@@ -46,8 +46,7 @@ std::size_t piece_bytes(const CommImpl& comm, int slots) {
 // is less than kWindow rounds ahead, in any order (a later piece's first step need not wait for
 // an earlier piece's last), so round t travels with tag base + t % kRingTags. Round t's requests
 // sit in slot t % kWindow. Every wait tests all of them, so a send completes (and its slot is
-// free) as soon as MPI finishes it, and one backoff covers each wait: separate waits for a
-// receive and then a send each slept their own timer slack.
+// free) as soon as MPI finishes it, under the backoff of whatever wait is running.
 class Window {
  public:
   Window(const CommImpl& comm, const char* what, int left, int right, std::size_t rounds)
