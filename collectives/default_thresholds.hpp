@@ -41,10 +41,11 @@ struct DefaultThresholds {
   /// bytes, all posted as soon as their data is ready (one message per block waited for one
   /// rendezvous and moved in one piece: docs/collectives.md).
   static constexpr std::size_t hierarchical_message_bytes = 256 * kKiB;
-  /// The ring's pieces (messages), 16 rounds in flight: under Open MPI's TCP eager limit
-  /// (btl_tcp_eager_limit, 64 KiB with the header), so no piece waits for a clear-to-send, which
-  /// over TCP queues behind bulk data (docs/collectives.md, "The ring over TCP").
-  static constexpr std::size_t ring_message_bytes = 63 * kKiB;
+  /// Messages of the ring (16 rounds in flight) and of the hierarchical AllReduce between nodes:
+  /// under Open MPI's TCP eager limit (btl_tcp_eager_limit, 64 KiB with the header), so no message
+  /// waits for a clear-to-send, which over TCP queues behind bulk data (docs/collectives.md, "The
+  /// ring over TCP").
+  static constexpr std::size_t eager_message_bytes = 63 * kKiB;
 
   /// one_shot's limit for a node of `local_size` ranks.
   static constexpr std::size_t allreduce_one_shot_max_for(int local_size) {

@@ -38,7 +38,7 @@ static_assert(p2p::kRingTags >= 2 * kWindow, "rounds in flight need distinct tag
 
 // Bytes of one piece (one message), within `slots` staging slots.
 std::size_t piece_bytes(const CommImpl& comm, int slots) {
-  return std::min(p2p::slot_bytes(comm, slots), DefaultThresholds::ring_message_bytes);
+  return std::min(p2p::slot_bytes(comm, slots), DefaultThresholds::eager_message_bytes);
 }
 
 // The requests of a ring phase's rounds in flight. Receives are posted in round order up to

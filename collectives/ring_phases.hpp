@@ -4,7 +4,7 @@
 //
 // A vector of `count` elements is cut into p blocks (Blocks); rank r owns block r. Each phase
 // takes p-1 steps; in step s rank r sends to r+1 and receives from r-1. Blocks go in pieces of
-// 63 KiB (DefaultThresholds::ring_message_bytes, under Open MPI's TCP eager limit): round t is
+// 63 KiB (DefaultThresholds::eager_message_bytes, under Open MPI's TCP eager limit): round t is
 // step t % (p-1) of piece t / (p-1), and up to 16 rounds are in flight, so each rank needs only a
 // few piece-sized staging buffers whatever the message size, and the link is not left idle
 // between rounds (docs/collectives.md, "The ring over TCP").

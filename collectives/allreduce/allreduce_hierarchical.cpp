@@ -24,8 +24,8 @@ namespace {
 constexpr int kReduceTag = 0x7e1, kGatherTag = 0x7e2;
 /// Slices up to this size take the inter-node one-shot (as recursive doubling's range).
 constexpr std::size_t kOneShotMaxBytes = DefaultThresholds::allreduce_recursive_doubling_max;
-/// Messages between nodes go in pieces of at most this many bytes (the ring's).
-constexpr std::size_t kPieceBytes = DefaultThresholds::ring_message_bytes;
+/// Messages between nodes go in pieces of at most this many bytes.
+constexpr std::size_t kPieceBytes = DefaultThresholds::eager_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
