@@ -33,8 +33,10 @@ def setting_args(s, cores):
     # and 2 take turns on one core (half each) while node 1 has the other. A call waits for its
     # slowest rank, so every rank is simulated at the smallest share (1 / nodes per core).
     share = min(1.0, 1.0 / math.ceil(nodes / cores))
+    # The emulated nodes share this machine's one L3: every rank's weights compete for it.
     return (["--nodes", str(nodes), "--ranks-per-node", "1", "--link", gbit + "gbit",
-             "--cpu-share", str(share)], f"{nodes} nodes, {gbit} Gbit/s")
+             "--cpu-share", str(share), "--ranks-per-cache", str(nodes)],
+            f"{nodes} nodes, {gbit} Gbit/s")
 
 
 def main():

@@ -5,12 +5,14 @@
 # (M=262144: two-shot; M=16384: one-shot), EmbeddingAllToAll (batch 4096 and 1024) and
 # GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
-# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root).
+# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root). BURST=BYTES sets the
+# emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate).
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
 out=${2:-bench/results/sim}
 iters=${ITERS:-10}
+lead_in_ms=${LEAD_IN_MS:-10}
 settings=${SETTINGS:-"shm 2n1g 2n5g 3n1g 4n1g 2n2g"}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
@@ -26,7 +28,7 @@ run() {  # setting, program and arguments
       rate=${s#*n}
       rate=${rate%g}gbit
       "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node 1 --rate "$rate" \
-        --timeout 900 -- "$@"
+        ${BURST:+--burst "$BURST"} --timeout 900 -- "$@"
       ;;
   esac
 }
@@ -38,6 +40,6 @@ for s in $settings; do
     "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec
     run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
-      --json "$out/${1}_${2}_$s.json"
+      --lead-in-ms "$lead_in_ms" --json "$out/${1}_${2}_$s.json"
   done
 done

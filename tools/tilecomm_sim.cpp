@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
       "--repeated-call", s.repeated_call,
       "the call repeats on the same weights (a benchmark's loop): GEMV weights that fit in "
       "half the profile's L3 per node are charged from the caches (its gemv_warm points)");
+  app.add_option("--ranks-per-cache", s.ranks_per_cache,
+                 "ranks sharing one last-level cache, for --repeated-call (default: "
+                 "--ranks-per-node; every rank when the nodes are emulated on one machine)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--nic-offload", nic_offload,
                "off-node messages cost CPU per message only, not per byte (an RDMA NIC)");
   app.add_option("--profile", profile_path, "profile (default: as Mode::Auto finds it)");

@@ -38,12 +38,13 @@ int fused_wgs(const SimSetup& s, const Topology& topo) {
 }
 
 // A GEMV tile: its W streamed from memory, or from the caches when the call repeats on weights
-// the node's L3 holds (SimSetup::repeated_call).
+// the L3 holds (SimSetup::repeated_call), with the weights of every rank sharing it.
 double gemv_tile_s(const Profile& p, const SimSetup& s, std::size_t rows) {
-  const double node_weights =
-      double(s.shape.m) * double(s.shape.k) * sizeof(float) * double(s.ranks_per_node);
+  const int sharing = s.ranks_per_cache > 0 ? s.ranks_per_cache : s.ranks_per_node;
+  const double cached_weights =
+      double(s.shape.m) * double(s.shape.k) * sizeof(float) * double(sharing);
   const bool warm = s.repeated_call && !p.gemv_warm.table.empty() && p.cache_bytes > 0 &&
-                    node_weights <= 0.5 * p.cache_bytes;
+                    cached_weights <= 0.5 * p.cache_bytes;
   const Fit& f = warm ? p.gemv_warm : p.gemv;
   return std::max(0.0, f.at(double(rows), double(rows) * s.shape.k * s.shape.n));
 }

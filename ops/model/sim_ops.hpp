@@ -34,6 +34,9 @@ struct SimSetup {
   /// and their tiles cost the profile's gemv_warm points. Off: a model's many layers stream
   /// their weights from memory.
   bool repeated_call = false;
+  /// Ranks whose weights share one last-level cache (0: ranks_per_node). More than a node's
+  /// when the nodes are emulated on one machine: tools/cluster's nodes share this VM's one L3.
+  int ranks_per_cache = 0;
   OpOptions options;
   int ranks() const { return nodes * ranks_per_node; }
 };
