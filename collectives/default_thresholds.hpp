@@ -37,14 +37,12 @@ struct DefaultThresholds {
   /// AllGather across at most this many nodes: hierarchical at every size.
   static constexpr int allgather_hierarchical_max_nodes = 2;
 
-  /// The hierarchical ReduceScatter's and AllGather's messages between nodes: about this many
-  /// bytes, all posted as soon as their data is ready (one message per block waited for one
-  /// rendezvous and moved in one piece: docs/collectives.md).
-  static constexpr std::size_t hierarchical_message_bytes = 256 * kKiB;
-  /// Messages of the ring (16 rounds in flight) and of the hierarchical AllReduce between nodes:
-  /// under Open MPI's TCP eager limit (btl_tcp_eager_limit, 64 KiB with the header), so no message
-  /// waits for a clear-to-send, which over TCP queues behind bulk data (docs/collectives.md, "The
-  /// ring over TCP").
+  /// Messages between nodes — the ring's (16 rounds in flight), the hierarchical AllReduce's,
+  /// ReduceScatter's and AllGather's: under Open MPI's TCP eager limit (btl_tcp_eager_limit,
+  /// 64 KiB with the header), so no message waits for a clear-to-send, which over TCP queues
+  /// behind bulk data (docs/collectives.md, "The ring over TCP"). The hierarchical ReduceScatter
+  /// and AllGather sent 256 KiB messages until 2026-11-27: chained calls (a shaped operator's
+  /// chunks) stalled on them, 4 x 1 MiB on 2 x 1 at 1 Gbit/s in 49-56 ms against 35.
   static constexpr std::size_t eager_message_bytes = 63 * kKiB;
 
   /// one_shot's limit for a node of `local_size` ranks.

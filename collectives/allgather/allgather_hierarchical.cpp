@@ -23,9 +23,9 @@ namespace tilecomm::detail {
 namespace {
 
 constexpr int kBlockTag = 0x7e4;
-// Blocks cross the network in messages of about this many bytes, as
+// Blocks cross the network in messages under the TCP eager limit, as
 // reduce_scatter(hierarchical)'s node sums do.
-constexpr std::size_t kMessageBytes = DefaultThresholds::hierarchical_message_bytes;
+constexpr std::size_t kMessageBytes = DefaultThresholds::eager_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);

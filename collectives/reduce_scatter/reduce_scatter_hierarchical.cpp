@@ -6,9 +6,9 @@
 //     destination's block; the node sum of destination q's block — its local ranks' blocks folded
 //     in local rank order — is computed by one local rank: q itself when q is on this node, else
 //     the local rank (q's local index on its node) mod (this node's size).
-//  2. Each node sum for an off-node destination goes to it in messages of about kMessageBytes
-//     (tag kSumTag), each sent as soon as the node step has finished its elements; a rank alone
-//     on its node sends its input blocks as they are, one destination node at a time beyond two
+//  2. Each node sum for an off-node destination goes to it in messages of kMessageBytes (tag
+//     kSumTag), each sent as soon as the node step has finished its elements; a rank alone on
+//     its node sends its input blocks as they are, one destination node at a time beyond two
 //     nodes.
 //  3. Destination q folds the node sums in node order (its own node's computed by itself),
 //     message by message as they arrive.
@@ -41,12 +41,13 @@ int assignee(const Topology& t, int q, std::size_t size) {
   return static_cast<int>(static_cast<std::size_t>(t.local_of[q]) % size);
 }
 
-// Node sums cross the network in messages of about this many bytes (a whole number of node step
-// pieces, at least one): sent as soon as their node step is done, folded as soon as they arrive,
-// so the transfer overlaps the node step and the final fold. One message per block (the first
-// version) left both in series with it: 39-41 ms for 8 MiB on 2 nodes x 1 rank at 1 Gbit/s,
-// ring 35.
-constexpr std::size_t kMessageBytes = DefaultThresholds::hierarchical_message_bytes;
+// Node sums cross the network in messages of this many bytes: sent as soon as their node step is
+// done, folded as soon as they arrive, so the transfer overlaps the node step and the final fold.
+// One message per block (the first version) left both in series with it: 39-41 ms for 8 MiB on
+// 2 nodes x 1 rank at 1 Gbit/s, ring 35. Under the TCP eager limit: with 256 KiB messages (a
+// whole number of the node step's pieces, until 2026-11-27) back-to-back calls stalled on their
+// rendezvous, 4 calls of 1 MiB per rank in 49-56 ms against 35 (docs/collectives.md).
+constexpr std::size_t kMessageBytes = DefaultThresholds::eager_message_bytes;
 
 void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
@@ -76,8 +77,9 @@ void run(CommImpl& comm, const CollArgs& a) {
   ShmSteps steps(comm.segment);
   const std::size_t piece = stream_chunk_elems(steps, elem, kStreamChunkBytes, p) / p;
   // Message k carries elements [k * msg, min((k + 1) * msg, count)) of a block; both ends know the
-  // split, and MPI's non-overtaking order matches message k to receive k.
-  const std::size_t msg = std::max<std::size_t>(1, kMessageBytes / (piece * elem)) * piece;
+  // split, and MPI's non-overtaking order matches message k to receive k. A node step piece may
+  // complete several messages at once (send_ready).
+  const std::size_t msg = std::max<std::size_t>(1, kMessageBytes / elem);
   const std::size_t msgs = (a.count + msg - 1) / msg;
   auto msg_elems = [&](std::size_t k) { return std::min(msg, a.count - k * msg); };
 

@@ -13,7 +13,7 @@ using detail::Topology;
 namespace {
 // reduce_scatter(hierarchical)'s messages between nodes, and a cap on how many the simulator
 // replays per partner (more only split the same bytes finer).
-constexpr double kRsMessageBytes = double(DefaultThresholds::hierarchical_message_bytes);
+constexpr double kRsMessageBytes = double(DefaultThresholds::eager_message_bytes);
 constexpr int kRsMaxPieces = 64;
 }  // namespace
 

@@ -1,6 +1,7 @@
 // The simulator (ops/model/sim*.hpp) on hand-made costs whose timelines are known exactly.
 #include <gtest/gtest.h>
 
+#include "collectives/default_thresholds.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/model/sim.hpp"
 #include "ops/model/sim_collectives.hpp"
@@ -158,15 +159,15 @@ TEST(Sim, GemvSequentialAndFusedByHand) {
   EXPECT_EQ(prog[0].tasks[7].label, "gather");
 }
 
-// reduce_scatter(hierarchical) across 2 nodes x 1 rank, as the simulator replays it: 1 MiB for
-// the other node goes as 4 messages of 256 KiB, all posted at once, each folded as it lands.
-// 256 KiB at 1 MiB/ms is 0.25 ms and a fold 0.1 ms: messages land at 0.25, 0.5, 0.75, 1 ms (+ 0
-// latency), the folds of the first three hide behind the next arrivals, the last ends at 1.1 ms
-// (in one message and one fold: 1 + 0.4 = 1.4 ms).
+// reduce_scatter(hierarchical) across 2 nodes x 1 rank, as the simulator replays it: 252 KiB for
+// the other node goes as 4 messages of 63 KiB (the eager size), all posted at once, each folded as
+// it lands. A message at 252 KiB/ms is 0.25 ms and a fold 0.1 ms: messages land at 0.25, 0.5,
+// 0.75, 1 ms (+ 0 latency), the folds of the first three hide behind the next arrivals, the last
+// ends at 1.1 ms (in one message and one fold: 1 + 0.4 = 1.4 ms).
 TEST(Sim, ReduceScatterFoldsEachMessageAsItArrives) {
   Profile p;
-  constexpr double kPart = 1 << 20;
-  p.reduce.c = {0, 0.4 * kMs / kPart, 0};  // 0.1 ms per 256 KiB
+  constexpr double kPart = 4.0 * detail::DefaultThresholds::eager_message_bytes;
+  p.reduce.c = {0, 0.4 * kMs / kPart, 0};  // 0.1 ms per message
   std::vector<SimRank> ranks(2);
   for (int r = 0; r < 2; ++r) {
     const detail::Topology topo = detail::block_topology(r, 2, 1);
