@@ -219,8 +219,8 @@ void run_v(CommImpl& comm, const CollArgs& a) {
       const std::size_t c = u * piece;
       const int slot = win.begin_unit();
       if (c < recv_bytes) {
-        std::byte* to = match ? out + rl.displs[src] * es + c
-                              : drain + static_cast<std::size_t>(slot) * piece;
+        std::byte* to =
+            match ? out + rl.displs[src] * es + c : drain + static_cast<std::size_t>(slot) * piece;
         win.recv(to, std::min(piece, recv_bytes - c), src, p2p::kTagPairwise);
       }
       if (c < send_bytes)
