@@ -11,9 +11,12 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 
 #include "collectives/comm_impl.hpp"
+#include "collectives/mpi_check.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/types.hpp"
 
 namespace tilecomm::detail::p2p {
@@ -51,6 +54,25 @@ constexpr DataType partial_type(DataType t) {
 void bf16_to_float(float* dst, const void* src, std::size_t n);
 /// dst[i] = bfloat16(src[i]) (round to nearest even) for n values.
 void float_to_bf16(void* dst, const float* src, std::size_t n);
+
+/// Waits (wait_until, the communicator's timeout) until done() holds, testing every request of
+/// `reqs` on each poll (MPI_Testsome: completed ones become MPI_REQUEST_NULL), so that all the
+/// requests in flight complete under one backoff, not only the one waited for. The windows of
+/// the ring and of the pairwise All-to-All wait this way. describe() names the wait on a timeout.
+template <std::size_t N, class Done, class Describe>
+void test_until(const CommImpl& comm, std::array<MPI_Request, N>& reqs, const char* what,
+                Done&& done, Describe&& describe) {
+  std::array<int, N> completed{};
+  wait_until(
+      [&] {
+        int n = 0;
+        mpi_check(MPI_Testsome(static_cast<int>(N), reqs.data(), &n, completed.data(),
+                               MPI_STATUSES_IGNORE),
+                  what);
+        return done();
+      },
+      comm.timeout_s, describe);
+}
 
 /// Ceiling division.
 constexpr std::size_t ceil_div(std::size_t a, std::size_t b) {

@@ -9,10 +9,8 @@
 #include <fmt/format.h>
 
 #include "collectives/default_thresholds.hpp"
-#include "collectives/mpi_check.hpp"
 #include "collectives/p2p_common.hpp"
 #include "collectives/reduce.hpp"
-#include "runtime/wait.hpp"
 
 namespace tilecomm::detail {
 namespace {
@@ -93,16 +91,8 @@ class Window {
   MPI_Request& send(std::size_t t) { return reqs_[kWindow + t % kWindow]; }
   void wait(MPI_Request& r, const char* dir, int peer) {
     if (r == MPI_REQUEST_NULL) return;
-    std::array<int, 2 * kWindow> done{};
-    wait_until(
-        [&] {
-          int n = 0;  // completed requests become MPI_REQUEST_NULL
-          mpi_check(MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &n, done.data(),
-                                 MPI_STATUSES_IGNORE),
-                    what_);
-          return r == MPI_REQUEST_NULL;
-        },
-        comm_.timeout_s,
+    p2p::test_until(
+        comm_, reqs_, what_, [&] { return r == MPI_REQUEST_NULL; },
         [&] {
           return fmt::format("{} {} rank {}: rank {}: the request did not complete", what_, dir,
                              peer, comm_.topo.rank);

@@ -35,9 +35,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "collectives/default_thresholds.hpp"
-#include "collectives/mpi_check.hpp"
 #include "collectives/p2p_common.hpp"
-#include "runtime/wait.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::detail {
@@ -88,16 +86,9 @@ class Window {
  private:
   void wait_oldest() {
     const std::size_t s = 2 * (oldest_ % kWindow);
-    std::array<int, 2 * kWindow> done{};
-    wait_until(
-        [&] {
-          int n = 0;  // completed requests become MPI_REQUEST_NULL
-          mpi_check(MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &n, done.data(),
-                                 MPI_STATUSES_IGNORE),
-                    what_);
-          return reqs_[s] == MPI_REQUEST_NULL && reqs_[s + 1] == MPI_REQUEST_NULL;
-        },
-        comm_.timeout_s,
+    p2p::test_until(
+        comm_, reqs_, what_,
+        [&] { return reqs_[s] == MPI_REQUEST_NULL && reqs_[s + 1] == MPI_REQUEST_NULL; },
         [&] {
           return fmt::format("{}: rank {}: piece exchange {} did not complete", what_,
                              comm_.topo.rank, oldest_);

@@ -1,49 +1,67 @@
-// 4 back-to-back ReduceScatters of `bytes` per rank-pair vs one of 4x: the shaped chain.
+// Calls of one collective back to back (the shaped operators' chunks), the A/B probe of
+// docs/collectives.md ("The hierarchical ReduceScatter and AllGather in eager pieces too",
+// "All-to-All across nodes"). Built against libtilecomm.a (the link line of
+// build/bench/collectives/*_perf):
+//   chain rs|ag|a2a BYTES_PER_BLOCK CHUNKS [ALGORITHM]
+// times CHUNKS calls of the collective, each on blocks of BYTES_PER_BLOCK (one per rank), 20 times
+// after 3 warm-ups, and prints the median [min, max] of the slowest rank (ms). CHAIN_VERBOSE=1 also
+// prints each call's end within a few iterations, per rank.
 #include <mpi.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
 #include "tilecomm/tilecomm.hpp"
+
 using namespace tilecomm;
+
 int main(int argc, char** argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   {
     Communicator comm(MPI_COMM_WORLD);
     const int p = comm.size();
-    const std::size_t chunk_floats = std::atol(argv[1]) / 4;  // per rank block per chunk
-    const int chunks = std::atoi(argv[2]);
-    std::string algo = argc > 3 ? argv[3] : "";
-    std::vector<float> send(chunk_floats * p * chunks, 1.0f), recv(chunk_floats * chunks);
+    const std::string coll = argv[1];
+    const std::size_t block = std::atol(argv[2]) / 4;  // floats per rank block per call
+    const int chunks = std::atoi(argv[3]);
     CollectiveOptions o;
-    o.algorithm = algo;
-    std::vector<double> t1, tc;
+    o.algorithm = argc > 4 ? argv[4] : "";
+    std::vector<float> whole(block * p * chunks, 1.0f), part(block * chunks),
+        out(block * p * chunks);
+    std::vector<double> times;
     for (int it = 0; it < 23; ++it) {
       MPI_Barrier(MPI_COMM_WORLD);
-      double t0 = MPI_Wtime();
-      double ends[16];
+      const double t0 = MPI_Wtime();
+      std::vector<double> ends;
       for (int c = 0; c < chunks; ++c) {
-        reduce_scatter(comm, send.data() + c * chunk_floats * p, recv.data() + c * chunk_floats,
-                       chunk_floats, DataType::Float32, ReduceOp::Sum, o);
-        ends[c] = (MPI_Wtime() - t0) * 1e3;
+        float* w = whole.data() + c * block * p;
+        if (coll == "rs")
+          reduce_scatter(comm, w, part.data() + c * block, block, DataType::Float32, ReduceOp::Sum,
+                         o);
+        else if (coll == "ag")
+          allgather(comm, part.data() + c * block, w, block, DataType::Float32, o);
+        else
+          alltoall(comm, w, out.data() + c * block * p, block, DataType::Float32, o);
+        ends.push_back((MPI_Wtime() - t0) * 1e3);
       }
-      if (std::getenv("CHAIN_VERBOSE") && it >= 3 && it < 9) {
-        char line[256];
-        int n = std::snprintf(line, sizeof line, "rank %d it %d:", comm.rank(), it);
-        for (int c = 0; c < chunks; ++c)
-          n += std::snprintf(line + n, sizeof line - n, " %.1f", ends[c]);
-        std::printf("%s\n", line);
-      }
-      double t = (MPI_Wtime() - t0) * 1e3;
+      double t = ends.back();
       MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      if (it >= 3) tc.push_back(t);
+      if (std::getenv("CHAIN_VERBOSE") && it >= 3 && it < 9) {
+        std::printf("rank %d it %d:", comm.rank(), it);
+        for (double e : ends)
+          std::printf(" %.1f", e);
+        std::printf("\n");
+      }
+      if (it >= 3) times.push_back(t);
     }
-    std::sort(tc.begin(), tc.end());
+    std::sort(times.begin(), times.end());
     if (comm.rank() == 0)
-      std::printf("chunks %d x %zu B/rank-block algo %s: median %.1f ms [%.1f, %.1f]\n", chunks,
-                  chunk_floats * 4, algo.c_str(), tc[tc.size() / 2], tc.front(), tc.back());
+      std::printf("%s: %d calls x %zu B/rank-block algo %s: median %.1f ms [%.1f, %.1f]\n",
+                  coll.c_str(), chunks, block * 4, o.algorithm.c_str(), times[times.size() / 2],
+                  times.front(), times.back());
   }
   MPI_Finalize();
 }
