@@ -24,7 +24,7 @@ const std::vector<const Algorithm*>& alltoallv_algorithms() {
 
 // The tables: shm on one node, else pairwise. Until 2026-11-27 mpi across nodes: pairwise (then
 // lock-step batches of slot-sized messages) was never clearly ahead of it. With eager pieces in a
-// window it is level up to 64 KiB per rank and 0.13-0.95x mpi's time above on 2-4 emulated nodes,
+// window it is level up to 64 KiB per rank and 0.13-0.99x mpi's time above on 2-4 emulated nodes,
 // and chained calls run at the link's rate (docs/collectives.md, "All-to-All across nodes").
 const Algorithm& alltoall_default(const CommImpl& comm, const CollArgs& args) {
   if (shm_single_node(comm, args).empty()) return alltoall_shm;
