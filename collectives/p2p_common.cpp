@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "collectives/default_thresholds.hpp"
+
 namespace tilecomm::detail::p2p {
 
 std::size_t slot_bytes(const CommImpl& comm, int slots) {
@@ -23,6 +25,28 @@ void isend(CommImpl& comm, const void* buf, std::size_t bytes, int dst, int tag,
 void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_Request* req) {
   mpi_check(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, src, tag, comm.mpi, req),
             "MPI_Irecv");
+}
+
+void isend_pieces(const void* buf, std::size_t bytes, int dst, int tag, MPI_Comm mpi,
+                  std::vector<MPI_Request>& reqs) {
+  const auto* p = static_cast<const std::byte*>(buf);
+  for (std::size_t off = 0; off < bytes; off += DefaultThresholds::eager_message_bytes) {
+    const auto len =
+        static_cast<int>(std::min(DefaultThresholds::eager_message_bytes, bytes - off));
+    reqs.emplace_back();
+    mpi_check(MPI_Isend(p + off, len, MPI_BYTE, dst, tag, mpi, &reqs.back()), "MPI_Isend");
+  }
+}
+
+void irecv_pieces(void* buf, std::size_t bytes, int src, int tag, MPI_Comm mpi,
+                  std::vector<MPI_Request>& reqs) {
+  auto* p = static_cast<std::byte*>(buf);
+  for (std::size_t off = 0; off < bytes; off += DefaultThresholds::eager_message_bytes) {
+    const auto len =
+        static_cast<int>(std::min(DefaultThresholds::eager_message_bytes, bytes - off));
+    reqs.emplace_back();
+    mpi_check(MPI_Irecv(p + off, len, MPI_BYTE, src, tag, mpi, &reqs.back()), "MPI_Irecv");
+  }
 }
 
 void bf16_to_float(float* dst, const void* src, std::size_t n) {

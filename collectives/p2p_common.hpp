@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstddef>
+#include <vector>
 
 #include "collectives/comm_impl.hpp"
 #include "collectives/mpi_check.hpp"
@@ -43,6 +44,16 @@ std::byte* staging(CommImpl& comm, std::size_t bytes);
 /// MPI_Isend / MPI_Irecv of `bytes` bytes (<= 1 GiB) on comm.mpi.
 void isend(CommImpl& comm, const void* buf, std::size_t bytes, int dst, int tag, MPI_Request* req);
 void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_Request* req);
+
+/// MPI_Isend / MPI_Irecv of `bytes` bytes at `buf` on `mpi` in consecutive pieces of at most
+/// DefaultThresholds::eager_message_bytes (under Open MPI's TCP eager limit, so no piece waits for
+/// a clear-to-send queued behind bulk data: docs/collectives.md, "The ring over TCP"), all posted
+/// at once; one request per piece is appended to `reqs`. Both ends cut a message the same way,
+/// and MPI's non-overtaking order matches piece k to piece k.
+void isend_pieces(const void* buf, std::size_t bytes, int dst, int tag, MPI_Comm mpi,
+                  std::vector<MPI_Request>& reqs);
+void irecv_pieces(void* buf, std::size_t bytes, int src, int tag, MPI_Comm mpi,
+                  std::vector<MPI_Request>& reqs);
 
 /// The type partial results travel and accumulate in: float32 for bfloat16 (so a reduction over
 /// several hops rounds to bfloat16 only once, at the end), the element type otherwise.

@@ -28,7 +28,8 @@ struct Settings {
   std::uint64_t min_bytes = 8, max_bytes = 16 << 20;
   double factor = 2.0;
   int iters = 20, warmup = 5, check = 1;
-  std::string dtype = "float32", op = "sum", algo = "all", json;
+  std::string dtype = "float32", op = "sum", json;
+  std::vector<std::string> algo{"all"};
 };
 
 DataType parse_dtype(const std::string& s) {
@@ -170,18 +171,6 @@ double bus_factor(Collective c, int p) {
   return c == Collective::AllReduce ? 2.0 * (p - 1) / p : static_cast<double>(p - 1) / p;
 }
 
-// "a,b,c" -> {"a", "b", "c"} (empty names dropped).
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t begin = 0;
-  while (begin <= list.size()) {
-    const std::size_t end = std::min(list.find(',', begin), list.size());
-    if (end > begin) out.push_back(list.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  return out;
-}
-
 // Runs every algorithm at one size, interleaved; returns one row per algorithm.
 std::vector<Row> measure(Communicator& comm, Collective coll, const Settings& s,
                          const std::vector<std::string>& algos, std::size_t count, DataType dt,
@@ -257,7 +246,8 @@ int run(int argc, char** argv, Collective coll, int rank) {
   app.add_option("-d,--datatype", s.dtype, "float32, float64, int32, int64, bfloat16");
   app.add_option("-o,--op", s.op, "sum, max, min (reducing collectives)");
   app.add_option("--algo", s.algo,
-                 "algorithm names, comma-separated (auto: the default table), or all");
+                 "algorithm names, comma-separated (auto: the default table), or all")
+      ->delimiter(',');
   app.add_option("--json", s.json, "write one JSON object per row to this file");
   try {
     app.parse(argc, argv);
@@ -275,17 +265,17 @@ int run(int argc, char** argv, Collective coll, int rank) {
   const int p = comm.size();
   std::vector<std::string> algos;
   const std::vector<std::string> names = algorithm_names(coll);
-  if (s.algo == "all") {
+  if (s.algo == std::vector<std::string>{"all"}) {
     algos = names;
     algos.push_back("auto");
   } else {
     algos.push_back("mpi");  // the baseline, first
-    for (const std::string& a : split_list(s.algo)) {
+    for (const std::string& a : s.algo) {
       if (a != "auto" && std::find(names.begin(), names.end(), a) == names.end())
         throw Error(
             ErrorCode::InvalidArgument,
             fmt::format("--algo {}: '{}' is not one of the {} algorithms; valid: all auto {}",
-                        s.algo, a, to_string(coll), fmt::join(names, " ")));
+                        fmt::join(s.algo, ","), a, to_string(coll), fmt::join(names, " ")));
       if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
     }
   }

@@ -2,10 +2,9 @@
 // other node, then the nodes share them through shared memory.
 //
 //  1. Between nodes: every rank sends its block to one rank of every other node — local rank
-//     (its local rank mod that node's size) — in messages of ~kMessageBytes, posted at once (a
-//     rank alone on its node, beyond two nodes: one node at a time).
-//     So a rank receives the blocks of the off-node ranks whose local rank, mod its node's size,
-//     is its own.
+//     (its local rank mod that node's size) — in eager pieces (p2p::isend_pieces), posted at once
+//     (a rank alone on its node, beyond two nodes: one node at a time). So a rank receives the
+//     blocks of the off-node ranks whose local rank, mod its node's size, is its own.
 //  2. Meanwhile the node's own blocks go round through the shared segment (allgather(shm)'s step).
 //  3. When they have arrived, the blocks each rank received go round the node the same way.
 // Link bytes: each node sends every other node its blocks once (local_size x block), where a ring
@@ -16,16 +15,13 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/default_thresholds.hpp"
+#include "collectives/p2p_common.hpp"
 #include "collectives/shm_phases.hpp"
 
 namespace tilecomm::detail {
 namespace {
 
 constexpr int kBlockTag = 0x7e4;
-// Blocks cross the network in messages under the TCP eager limit, as
-// reduce_scatter(hierarchical)'s node sums do.
-constexpr std::size_t kMessageBytes = DefaultThresholds::eager_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
@@ -81,24 +77,15 @@ void run(CommImpl& comm, const CollArgs& a) {
   if (a.count == 0) return;
   const Topology& t = comm.topo;
   const int me = t.rank;
-  const std::size_t elem = a.elem(), block = a.bytes();
+  const std::size_t block = a.bytes();
   auto* recv = static_cast<std::byte*>(a.recv);
   std::byte* own = recv + static_cast<std::size_t>(me) * block;
   if (!a.in_place) std::memcpy(own, a.send, block);
 
-  // 1. Receives and sends between nodes, in messages of about kMessageBytes.
-  const std::size_t msg = std::max<std::size_t>(1, kMessageBytes / elem);
-  const std::size_t msgs = (a.count + msg - 1) / msg;
-  auto length = [&](std::size_t k) { return std::min(msg, a.count - k * msg) * elem; };
+  // 1. Receives and sends between nodes, in eager pieces (p2p::irecv_pieces / isend_pieces).
   std::vector<MPI_Request> req;
-  for (int r : received_by(t, t.local_rank)) {
-    for (std::size_t k = 0; k < msgs; ++k) {
-      req.emplace_back();
-      mpi_check(MPI_Irecv(recv + r * block + k * msg * elem, static_cast<int>(length(k)), MPI_BYTE,
-                          r, kBlockTag, comm.mpi, &req.back()),
-                "MPI_Irecv");
-    }
-  }
+  for (int r : received_by(t, t.local_rank))
+    p2p::irecv_pieces(recv + r * block, block, r, kBlockTag, comm.mpi, req);
   // To the other nodes, starting with the next one. A rank alone on its node has no node step to
   // overlap: beyond two nodes it sends to one node at a time, so that each link carries one flow
   // per direction (as reduce_scatter(hierarchical) does there).
@@ -106,16 +93,14 @@ void run(CommImpl& comm, const CollArgs& a) {
   for (int i = 1; i < t.num_nodes; ++i) {
     const std::vector<int>& ranks = t.node_ranks[(t.node + i) % t.num_nodes];
     const int q = ranks[t.local_rank % ranks.size()];
-    std::vector<MPI_Request> out(msgs);
-    for (std::size_t k = 0; k < msgs; ++k)
-      mpi_check(MPI_Isend(own + k * msg * elem, static_cast<int>(length(k)), MPI_BYTE, q, kBlockTag,
-                          comm.mpi, &out[k]),
-                "MPI_Isend");
-    if (one_at_a_time)
-      comm.wait_all(out.data(), static_cast<int>(msgs),
-                    "allgather(hierarchical): a block to another node", {q});
-    else
-      req.insert(req.end(), out.begin(), out.end());
+    if (!one_at_a_time) {
+      p2p::isend_pieces(own, block, q, kBlockTag, comm.mpi, req);
+      continue;
+    }
+    std::vector<MPI_Request> out;
+    p2p::isend_pieces(own, block, q, kBlockTag, comm.mpi, out);
+    comm.wait_all(out.data(), static_cast<int>(out.size()),
+                  "allgather(hierarchical): a block to another node", {q});
   }
 
   // 2. The node's own blocks, while those messages move.

@@ -24,8 +24,6 @@ namespace {
 constexpr int kReduceTag = 0x7e1, kGatherTag = 0x7e2;
 /// Slices up to this size take the inter-node one-shot (as recursive doubling's range).
 constexpr std::size_t kOneShotMaxBytes = DefaultThresholds::allreduce_recursive_doubling_max;
-/// Messages between nodes go in pieces of at most this many bytes.
-constexpr std::size_t kPieceBytes = DefaultThresholds::eager_message_bytes;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
@@ -76,30 +74,21 @@ void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Co
   const Slices blocks(count, nn, elem);
   const std::size_t mine = blocks.size(r), slot = blocks.per * elem;
   tmp.resize(std::max<std::size_t>(slot, 1) * nn);
-  // Every message goes in pieces under Open MPI's TCP eager limit, all posted at once: a larger
-  // one waits for a clear-to-send that queues behind the peer's own bulk data on its NIC
-  // (docs/collectives.md, "The ring over TCP").
+  // Every message goes in eager pieces, all posted at once (p2p::isend_pieces): a larger one waits
+  // for a clear-to-send that queues behind the peer's own bulk data on its NIC.
   std::vector<MPI_Request> req;
-  auto pieces = [&](std::size_t n) { return p2p::ceil_div(n * elem, kPieceBytes); };
-  std::size_t most = 0;
-  for (int j = 0; j < nn; ++j)
-    most += pieces(blocks.size(j)) + pieces(mine);
-  req.reserve(most);
-  auto post = [&](bool send, std::byte* p, std::size_t n, int peer, int tag) {
-    for (std::size_t off = 0; off < n * elem; off += kPieceBytes) {
-      const int len = static_cast<int>(std::min(kPieceBytes, n * elem - off));
-      req.emplace_back();
-      mpi_check(send ? MPI_Isend(p + off, len, MPI_BYTE, peer, tag, comm.cross_mpi, &req.back())
-                     : MPI_Irecv(p + off, len, MPI_BYTE, peer, tag, comm.cross_mpi, &req.back()),
-                send ? "MPI_Isend" : "MPI_Irecv");
-    }
+  auto recv_from = [&](std::byte* p, std::size_t n, int j, int tag) {
+    p2p::irecv_pieces(p, n * elem, j, tag, comm.cross_mpi, req);
+  };
+  auto send_to = [&](const std::byte* p, std::size_t n, int j, int tag) {
+    p2p::isend_pieces(p, n * elem, j, tag, comm.cross_mpi, req);
   };
   // 1. Reduce-scatter: block r of every node into slot j of tmp (mine copied), reduced into buf.
   for (int j = 0; j < nn; ++j)
-    if (j != r) post(false, tmp.data() + j * slot, mine, j, kReduceTag);
+    if (j != r) recv_from(tmp.data() + j * slot, mine, j, kReduceTag);
   for (int i = 1; i < nn; ++i) {  // rotated, so no node is everyone's first destination
     const int j = (r + i) % nn;
-    post(true, buf + blocks.begin(j) * elem, blocks.size(j), j, kReduceTag);
+    send_to(buf + blocks.begin(j) * elem, blocks.size(j), j, kReduceTag);
   }
   std::memcpy(tmp.data() + r * slot, buf + blocks.begin(r) * elem, mine * elem);
   comm.wait_all(req.data(), static_cast<int>(req.size()),
@@ -111,9 +100,9 @@ void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Co
   // 2. All-gather the reduced blocks.
   req.clear();
   for (int j = 0; j < nn; ++j)
-    if (j != r) post(false, buf + blocks.begin(j) * elem, blocks.size(j), j, kGatherTag);
+    if (j != r) recv_from(buf + blocks.begin(j) * elem, blocks.size(j), j, kGatherTag);
   for (int i = 1; i < nn; ++i)
-    post(true, buf + blocks.begin(r) * elem, mine, (r + i) % nn, kGatherTag);
+    send_to(buf + blocks.begin(r) * elem, mine, (r + i) % nn, kGatherTag);
   comm.wait_all(req.data(), static_cast<int>(req.size()),
                 "allreduce(hierarchical) inter-node all-gather");
 }
