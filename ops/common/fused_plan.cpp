@@ -45,7 +45,8 @@ void FusedPlan::await(const WorkgroupContext& wg, int src, const TileFlags& flag
 void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& flags,
                                 std::size_t stride, std::size_t idx,
                                 const std::function<const float*(int rank)>& partial_of, float* dst,
-                                std::size_t count, const char* what) const {
+                                std::size_t count, const char* what,
+                                const std::function<int(int node)>& node_sum_from) const {
   const Topology& topo = ctx_.topo;
   const int p = topo.size;
   const float* on_stack[64];
@@ -69,11 +70,14 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
     }
     return sum(dst, sources, static_cast<std::size_t>(p));
   }
-  // Node by node: dst = S0, then dst += S_n (S_n of a node of several ranks summed into `node`).
+  // Node by node: dst = S0, then dst += S_n (S_n of a node of several ranks summed into `node`,
+  // or received as one partial from node_sum_from(n)).
   thread_local std::vector<float> node;
   node.resize(count);
   for (int n = 0; n < topo.num_nodes; ++n) {
-    const std::vector<int>& ranks = topo.node_ranks[n];
+    const bool summed = node_sum_from && n != topo.node;
+    const std::vector<int> one = summed ? std::vector<int>{node_sum_from(n)} : std::vector<int>{};
+    const std::vector<int>& ranks = summed ? one : topo.node_ranks[n];
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       const int s = ranks[i];
       await(wg, s, flags, static_cast<std::size_t>(s) * stride + idx, what);

@@ -85,9 +85,14 @@ class FusedPlan {
   /// ReduceOrder::Canonical: node sums in node order, each in ascending rank order (one node, or
   /// every node after the first of one rank: plain rank order) — the order of the collectives'
   /// canonical algorithms, so fused and unfused modes agree bitwise.
+  /// With `node_sum_from`, each other node n sends one partial, already its node sum (its ranks'
+  /// partials added in ascending rank order, as this would add them), from rank
+  /// node_sum_from(n): that rank's flag and partial_of() stand for the whole node. The result is
+  /// the same bits.
   void reduce_partials(const WorkgroupContext& wg, const TileFlags& flags, std::size_t stride,
                        std::size_t idx, const std::function<const float*(int rank)>& partial_of,
-                       float* dst, std::size_t count, const char* what) const;
+                       float* dst, std::size_t count, const char* what,
+                       const std::function<int(int node)>& node_sum_from = {}) const;
 
   /// Launches the persistent kernel over the order and returns when it has ended and, when the
   /// call spans nodes, every receive and send of the call has completed. Without off-node peers

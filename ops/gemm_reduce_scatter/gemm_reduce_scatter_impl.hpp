@@ -64,6 +64,22 @@ struct GemmReduceScatterImpl {
     return ctx.region(local, partials_offset) +
            (static_cast<std::size_t>(parity) * topo.size + src) * rows_local * n;
   }
+  // Node sums (gemm_rs_node_sums): then also, in each on-node rank's segment, relay flags
+  // [relay_slots * local_size * blocks] (index (j * local_size + l) * blocks + i: local rank l's
+  // partial of block i of the relay's j-th relayed owner arrived), then relay partials
+  // [2][relay_slots][local_size][rows_local x N]. relay_of / relay_slot: where this node's
+  // partials of each off-node owner meet (-1 for on-node owners).
+  std::size_t relay_offset = 0, relay_slots = 0;
+  std::vector<TileFlags> relay_flags;
+  std::vector<int> relay_of, relay_slot;
+  float* relay_partials(int local, int parity, int slot, int src_local) const {
+    const std::size_t l = static_cast<std::size_t>(topo.local_size);
+    return ctx.region(local, relay_offset) +
+           ((parity * relay_slots + slot) * l + src_local) * rows_local * n;
+  }
+  std::size_t relay_flag(int slot, int src_local, std::size_t i) const {
+    return (static_cast<std::size_t>(slot) * topo.local_size + src_local) * blocks + i;
+  }
 };
 
 }  // namespace tilecomm::detail

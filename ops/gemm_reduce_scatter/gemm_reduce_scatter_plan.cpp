@@ -15,15 +15,51 @@ std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots, std::size_
   return std::clamp<std::size_t>(m / target, 8, most);
 }
 
+int gemm_rs_relay(const Topology& topo, int owner, int node) {
+  const std::vector<int>& ranks = topo.node_ranks[node];
+  return ranks[static_cast<std::size_t>(topo.local_of[owner]) % ranks.size()];
+}
+
+bool gemm_rs_node_sums(const Topology& topo) {
+  return topo.num_nodes > 1 && topo.node_ranks[topo.node].size() > 1;
+}
+
+std::vector<int> gemm_rs_relayed(const Topology& topo, int relay) {
+  std::vector<int> owners;
+  const int node = topo.node_of[relay];
+  for (int q = 0; q < topo.size; ++q)
+    if (topo.node_of[q] != node && gemm_rs_relay(topo, q, node) == relay) owners.push_back(q);
+  return owners;
+}
+
 std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,
                                        bool remote_first) {
-  const std::size_t reduce_base = static_cast<std::size_t>(topo.size) * blocks;
+  const std::size_t p = static_cast<std::size_t>(topo.size), reduce_base = p * blocks;
+  const bool sums = gemm_rs_node_sums(topo);
+  std::vector<int> owners = destination_order(topo, remote_first);
+  if (sums && remote_first) {  // the off-node owners in the node's shared order, then the rest
+    std::vector<int> shared;
+    for (int d = 1; d < topo.num_nodes; ++d)
+      for (int q : topo.node_ranks[(topo.node + d) % topo.num_nodes])
+        shared.push_back(q);
+    for (int q : owners)
+      if (topo.on_node(q)) shared.push_back(q);
+    owners = std::move(shared);
+  }  // (without remote_first, plain rank order is shared already)
   std::vector<std::size_t> order;
-  for (int q : destination_order(topo, remote_first))
+  bool pending = false;  // a node sum waits for the next compute to be in the list
+  std::size_t node_sum = 0;
+  for (int q : owners)
     for (std::size_t i = 0; i < blocks; ++i) {
       order.push_back(q * blocks + i);
+      if (pending) order.push_back(node_sum), pending = false;
+      if (sums && !topo.on_node(q) && gemm_rs_relay(topo, q, topo.node) == topo.rank) {
+        pending = true;
+        node_sum = (p + 1 + static_cast<std::size_t>(q)) * blocks + i;
+      }
       if (q == topo.rank && remote_first) order.push_back(reduce_base + i);
     }
+  if (pending) order.push_back(node_sum);
   for (std::size_t i = 0; i < blocks && !remote_first; ++i)
     order.push_back(reduce_base + i);
   return order;

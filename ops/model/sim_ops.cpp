@@ -252,34 +252,60 @@ double gemm_tile_s(const Profile& p, const OpShape& s, std::size_t rows) {
   return std::max(0.0, p.gemm.at(double(rows), double(rows) * s.k * s.n));
 }
 
-// gemm_reduce_scatter_fused.cpp: compute block i of owner q (into q's slot, or staged and sent),
-// reduce my block i (await every rank's partial, add).
+// gemm_reduce_scatter_fused.cpp: compute block i of owner q (into q's slot; off-node: into its
+// relay's slot on this node, or staged and sent when alone on the node), node sum (the relay: await
+// the node's partials, add, send), reduce my block i (await this node's partials and one node sum
+// per other node, add).
 SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo) {
   const GemmRsBlocks g = gemm_rs_blocks(s);
   const int ranks = topo.size;
   const std::size_t reduce_base = static_cast<std::size_t>(ranks) * g.blocks;
+  const std::size_t node_sum_base = reduce_base + g.blocks;
+  const bool sums = gemm_rs_node_sums(topo);
+  const std::vector<int>& mates = topo.node_ranks[topo.node];
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemm_rs_order(topo, g.blocks, s.options.remote_first)) {
     SimTask task;
     task.tile = static_cast<long long>(t);
-    if (t >= reduce_base) {
+    if (t >= node_sum_base) {
+      const int q = static_cast<int>((t - node_sum_base) / g.blocks);
+      const std::size_t i = (t - node_sum_base) % g.blocks;
+      const double bytes = double(g.rows(i)) * s.shape.n * kFloat;
+      task.label = "node sum";
+      for (int src : mates)
+        task.steps.push_back(SimStep::await(src, kNodeSum | (q * g.blocks + i)));
+      task.steps.push_back(SimStep::compute(reduce_seconds(p, double(mates.size() - 1) * bytes)));
+      task.steps.push_back(SimStep::send(q, kPartial | i, bytes, SimPath::Mpi, true));
+    } else if (t >= reduce_base) {
       const std::size_t i = t - reduce_base;
       task.label = "reduce";
-      for (int src = 0; src < ranks; ++src)
-        task.steps.push_back(SimStep::await(src, kPartial | i));
+      int sources = 0;
+      for (int node = 0; node < topo.num_nodes; ++node)
+        for (int src :
+             node == topo.node ? mates : std::vector<int>{gemm_rs_relay(topo, topo.rank, node)}) {
+          task.steps.push_back(SimStep::await(src, kPartial | i));
+          ++sources;
+        }
       task.steps.push_back(SimStep::compute(
-          reduce_seconds(p, (ranks - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
+          reduce_seconds(p, (sources - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
     } else {
       const int q = static_cast<int>(t / g.blocks);
       const std::size_t i = t % g.blocks;
       const double bytes = double(g.rows(i)) * s.shape.n * kFloat;
       task.label = "compute";
-      task.peer = q;
       task.steps.push_back(SimStep::compute(gemm_tile_s(p, s.shape, g.rows(i))));
-      const bool off = !topo.on_node(q);
-      task.steps.push_back(
-          SimStep::send(q, kPartial | i, bytes, off ? SimPath::Mpi : SimPath::Flag, off));
+      if (topo.on_node(q)) {
+        task.peer = q;
+        task.steps.push_back(SimStep::send(q, kPartial | i, bytes, SimPath::Flag));
+      } else if (sums) {
+        task.peer = gemm_rs_relay(topo, q, topo.node);
+        task.steps.push_back(
+            SimStep::send(task.peer, kNodeSum | (q * g.blocks + i), bytes, SimPath::Flag));
+      } else {
+        task.peer = q;
+        task.steps.push_back(SimStep::send(q, kPartial | i, bytes, SimPath::Mpi, true));
+      }
     }
     rank.tasks.push_back(std::move(task));
   }

@@ -166,6 +166,32 @@ TEST(GemmReduceScatter, NonDefaultOptions) {
   check_case(comm, dev, {5, 4, 6, 2}, 1, many_chunks);
 }
 
+// Across nodes a node's partials of an off-node owner's block are added on the node first: each
+// rank hands the proxy one block per owner it relays (one owner per other node when the nodes have
+// equal sizes), and the owner receives one per other node. Before node sums, every rank sent its
+// own partial of every off-node owner's block: at 2 nodes x 2 ranks twice the bytes over the link.
+TEST(GemmReduceScatter, AcrossNodesOneNodeSumPerOwnerCrossesTheLink) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.num_nodes() < 2 || comm.size() % comm.num_nodes() != 0)
+    GTEST_SKIP() << "needs equal nodes (TILECOMM_NODE_SIZE)";
+  RuntimeConfig config = test_device_config();
+  config.trace = true;
+  Device dev(config);
+  const std::size_t rows = 24, m = rows * comm.size(), k = 5, n = 7;
+  OpOptions opt;
+  opt.tile = 8;  // 3 blocks per owner
+  GemmReduceScatter op(comm, dev, m, k, n, opt);
+  std::vector<float> a(m * k, 1.0f), w(k * n, 1.0f), y(rows * n);
+  op.run(a.data(), w.data(), y.data(), Mode::Fused);
+  EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
+  long long handed = 0, bytes = 0;
+  for (const TraceEvent& e : dev.tracer().events())
+    if (e.phase == 'i' && e.name == "tile handed to proxy") ++handed, bytes += e.bytes;
+  const long long other_nodes = comm.num_nodes() - 1;
+  EXPECT_EQ(handed, 3 * other_nodes);
+  EXPECT_EQ(bytes, other_nodes * static_cast<long long>(rows * n * sizeof(float)));
+}
+
 TEST(GemmReduceScatter, BadShapesAndArguments) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
