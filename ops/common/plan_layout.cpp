@@ -40,6 +40,23 @@ std::vector<int> destination_order(const Topology& topo, bool remote_first) {
   return order;
 }
 
+int node_relay(const Topology& topo, int owner, int node) {
+  const std::vector<int>& ranks = topo.node_ranks[node];
+  return ranks[static_cast<std::size_t>(topo.local_of[owner]) % ranks.size()];
+}
+
+bool relays_partials(const Topology& topo) {
+  return topo.num_nodes > 1 && topo.node_ranks[topo.node].size() > 1;
+}
+
+std::vector<int> node_shared_remote_order(const Topology& topo) {
+  std::vector<int> order;
+  for (int d = 1; d < topo.num_nodes; ++d)
+    for (int q : topo.node_ranks[(topo.node + d) % topo.num_nodes])
+      order.push_back(q);
+  return order;
+}
+
 std::vector<int> source_order(const Topology& topo) {
   std::vector<int> order;
   for (int i = 1; i < topo.size; ++i)

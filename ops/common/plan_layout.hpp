@@ -19,6 +19,22 @@ Topology block_topology(int rank, int nodes, int ranks_per_node);
 /// this rank (rank r serves r+1 first: no rank is everyone's first destination, no incast); else
 /// plain rank order (the unrotated baseline).
 std::vector<int> destination_order(const Topology& topo, bool remote_first);
+/// Node sums, for a fused reduction across nodes: the partials of an off-node owner's block meet
+/// on their own node first, at the owner's relay there, which adds them in rank order (the node's
+/// term of ReduceOrder::Canonical) and sends the owner one node sum, so a node's link carries one
+/// block per owner, not one per rank (the hierarchical collectives' bytes). The relay of `owner`
+/// on `node`: the node's rank with the owner's local index, modulo the node's size. A node of one
+/// rank is its own relay and sends its partial as it is.
+int node_relay(const Topology& topo, int owner, int node);
+/// Whether this rank's off-node partials go through relays: the job spans nodes and this rank's
+/// node has several ranks.
+bool relays_partials(const Topology& topo);
+/// The off-node owners in an order every rank of this node shares, for a kernel whose relays wait
+/// for their node's blocks (remote first: the nodes after this one in turn, each node's ranks
+/// ascending); with a relay's node sum listed after its block's compute, no WG waits for one
+/// that waits for it.
+std::vector<int> node_shared_remote_order(const Topology& topo);
+
 /// Every other rank once, in the order their tiles are expected to arrive under the rotated
 /// destination order: rank - 1 first (its first destination is this rank), then rank - 2, ...
 std::vector<int> source_order(const Topology& topo);

@@ -6,6 +6,7 @@
 
 #include "collectives/algorithm.hpp"
 #include "ops/common/op_util.hpp"
+#include "ops/common/plan_layout.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 #include "tilecomm/bench_hooks.hpp"
@@ -47,7 +48,7 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   // Node sums (gemm_reduce_scatter_plan.hpp): slots for the most owners a rank of this node relays.
   const std::size_t local = static_cast<std::size_t>(topo.local_size);
   std::size_t relay_flags_offset = 0;
-  if (gemm_rs_node_sums(topo)) {
+  if (relays_partials(topo)) {
     relay_of.assign(topo.size, -1);
     relay_slot.assign(topo.size, -1);
     for (int mate : topo.local_to_world) {

@@ -16,6 +16,7 @@
 // alternate buffer halves (epoch parity); a rank is at most one call ahead of a peer, because
 // finishing a call needs every peer's partials of that call.
 #include "collectives/reduce.hpp"
+#include "ops/common/plan_layout.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 
@@ -40,7 +41,7 @@ void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
   // One partial of each of my blocks from every other node (its node sum): the proxy receives.
   for (int node = 0; node < topo.num_nodes; ++node) {
     if (node == topo.node) continue;
-    const int s = gemm_rs_relay(topo, me, node);
+    const int s = node_relay(topo, me, node);
     for (std::size_t i = 0; i < blocks; ++i)
       plan.expect_recv(partials(my_local, plan.parity(), s) + block_row0(i) * n,
                        static_cast<int>(block_rows(i) * n), MPI_FLOAT, s, static_cast<int>(i),
@@ -73,7 +74,7 @@ void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
           wg, partial_flags[my_local], blocks, i,
           [&](int s) { return partials(my_local, plan.parity(), s) + at; }, y + at,
           block_rows(i) * n, "GemmReduceScatter: partial (source rank * blocks + block)",
-          [&](int node) { return gemm_rs_relay(topo, me, node); });
+          [&](int node) { return node_relay(topo, me, node); });
       return;
     }
     const int q = static_cast<int>(task / blocks);

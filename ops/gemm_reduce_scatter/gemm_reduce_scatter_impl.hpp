@@ -64,10 +64,10 @@ struct GemmReduceScatterImpl {
     return ctx.region(local, partials_offset) +
            (static_cast<std::size_t>(parity) * topo.size + src) * rows_local * n;
   }
-  // Node sums (gemm_rs_node_sums): then also, in each on-node rank's segment, relay flags
-  // [relay_slots * local_size * blocks] (index (j * local_size + l) * blocks + i: local rank l's
-  // partial of block i of the relay's j-th relayed owner arrived), then relay partials
-  // [2][relay_slots][local_size][rows_local x N]. relay_of / relay_slot: where this node's
+  // Node sums (relays_partials, ops/common/plan_layout.hpp): then also, in each on-node rank's
+  // segment, relay flags [relay_slots * local_size * blocks] (index (j * local_size + l) * blocks +
+  // i: local rank l's partial of block i of the relay's j-th relayed owner arrived), then relay
+  // partials [2][relay_slots][local_size][rows_local x N]. relay_of / relay_slot: where this node's
   // partials of each off-node owner meet (-1 for on-node owners).
   std::size_t relay_offset = 0, relay_slots = 0;
   std::vector<TileFlags> relay_flags;

@@ -15,33 +15,21 @@ std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots, std::size_
   return std::clamp<std::size_t>(m / target, 8, most);
 }
 
-int gemm_rs_relay(const Topology& topo, int owner, int node) {
-  const std::vector<int>& ranks = topo.node_ranks[node];
-  return ranks[static_cast<std::size_t>(topo.local_of[owner]) % ranks.size()];
-}
-
-bool gemm_rs_node_sums(const Topology& topo) {
-  return topo.num_nodes > 1 && topo.node_ranks[topo.node].size() > 1;
-}
-
 std::vector<int> gemm_rs_relayed(const Topology& topo, int relay) {
   std::vector<int> owners;
   const int node = topo.node_of[relay];
   for (int q = 0; q < topo.size; ++q)
-    if (topo.node_of[q] != node && gemm_rs_relay(topo, q, node) == relay) owners.push_back(q);
+    if (topo.node_of[q] != node && node_relay(topo, q, node) == relay) owners.push_back(q);
   return owners;
 }
 
 std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,
                                        bool remote_first) {
   const std::size_t p = static_cast<std::size_t>(topo.size), reduce_base = p * blocks;
-  const bool sums = gemm_rs_node_sums(topo);
+  const bool sums = relays_partials(topo);
   std::vector<int> owners = destination_order(topo, remote_first);
   if (sums && remote_first) {  // the off-node owners in the node's shared order, then the rest
-    std::vector<int> shared;
-    for (int d = 1; d < topo.num_nodes; ++d)
-      for (int q : topo.node_ranks[(topo.node + d) % topo.num_nodes])
-        shared.push_back(q);
+    std::vector<int> shared = node_shared_remote_order(topo);
     for (int q : owners)
       if (topo.on_node(q)) shared.push_back(q);
     owners = std::move(shared);
@@ -53,7 +41,7 @@ std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,
     for (std::size_t i = 0; i < blocks; ++i) {
       order.push_back(q * blocks + i);
       if (pending) order.push_back(node_sum), pending = false;
-      if (sums && !topo.on_node(q) && gemm_rs_relay(topo, q, topo.node) == topo.rank) {
+      if (sums && !topo.on_node(q) && node_relay(topo, q, topo.node) == topo.rank) {
         pending = true;
         node_sum = (p + 1 + static_cast<std::size_t>(q)) * blocks + i;
       }

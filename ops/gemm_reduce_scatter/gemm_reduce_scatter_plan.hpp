@@ -16,28 +16,15 @@ namespace tilecomm::detail {
 std::size_t gemm_rs_default_tile(std::size_t m, std::size_t wg_slots, std::size_t n,
                                  bool spans_nodes);
 
-/// Node sums: across nodes, the partials of an off-node owner's block meet on their own node
-/// first, at that owner's relay there, which adds them in rank order (the node's term of
-/// ReduceOrder::Canonical) and sends the owner one node sum. A node's link then carries one block
-/// per owner, not one per rank (the hierarchical ReduceScatter's bytes). The relay of `owner` on
-/// `node`: the node's rank with the owner's local index, modulo the node's size. A node of one
-/// rank is its own relay and sends its partial as it is.
-int gemm_rs_relay(const Topology& topo, int owner, int node);
-/// Whether this rank's off-node partials go through relays: the job spans nodes and this rank's
-/// node has several ranks.
-bool gemm_rs_node_sums(const Topology& topo);
-/// The off-node owners `relay` relays, ascending: owner j of the list uses slot j of the relay's
-/// segment.
+/// Node sums across nodes (node_relay, relays_partials: ops/common/plan_layout.hpp): the off-node
+/// owners `relay` relays, ascending; owner j of the list uses slot j of the relay's segment.
 std::vector<int> gemm_rs_relayed(const Topology& topo, int relay);
-
 /// Task ids: q * blocks + i computes block i of owner q's rows; p * blocks + i reduces this rank's
 /// block i; (p + 1 + q) * blocks + i adds the node's partials of owner q's block i and sends the
 /// sum (this rank is q's relay). Order: owners in destination_order(topo, remote_first) (with
 /// `remote_first`, each of this rank's own blocks followed at once by its reduce), else every
-/// reduce after the computes. With node sums, the off-node owners come in an order every rank of
-/// the node shares (remote_first: the nodes after this one in turn, each node's ranks ascending),
-/// and each node sum one compute after its own block's: a relay waits only for blocks its node's
-/// ranks compute no later in that shared order, so no WG waits for one that waits for it.
+/// reduce after the computes. With node sums, the off-node owners come in
+/// node_shared_remote_order, each node sum one compute after its own block's.
 std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks, bool remote_first);
 
 }  // namespace tilecomm::detail

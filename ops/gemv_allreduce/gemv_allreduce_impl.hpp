@@ -77,6 +77,17 @@ struct GemvAllReduceImpl {
   float* reduced(int local, int parity) const {
     return ctx.region(local, reduced_offset) + static_cast<std::size_t>(parity) * m * n;
   }
+  // Two-shot node sums (relays_partials): then also relay flags [local_size * blocks] (index
+  // l * blocks + b: local rank l's partial of block b, for the off-node owner this rank relays,
+  // arrived) and relay partials [2][local_size][M x n]. A relay also receives its owners' reduced
+  // blocks into its `reduced` (the proxy raises its reduced flag): its node's ranks copy them.
+  std::size_t relay_offset = 0;
+  std::vector<TileFlags> relay_flags;
+  bool node_sums = false;
+  float* relay_partials(int local, int parity, int src_local) const {
+    return ctx.region(local, relay_offset) +
+           (static_cast<std::size_t>(parity) * topo.local_size + src_local) * m * n;
+  }
 
  private:
   void map_fused_segment();
@@ -85,6 +96,7 @@ struct GemvAllReduceImpl {
   void fused_compute(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
   void fused_reduce(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
   void fused_gather(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
+  void fused_node_sum(const WorkgroupContext& wg, const FusedCall& call, std::size_t b);
   struct OneShotCall;
   void one_shot_compute(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);
   void one_shot_node_reduce(const WorkgroupContext& wg, const OneShotCall& call, std::size_t b);

@@ -104,24 +104,43 @@ std::vector<std::size_t> gemv_two_shot_order(const Topology& topo, const GemvBlo
                                              bool remote_first) {
   const int me = topo.rank;
   const std::size_t blocks = g.blocks;
+  const bool sums = relays_partials(topo);
   auto task = [&](GemvTwoShotTask kind, std::size_t b) {
     return static_cast<std::size_t>(kind) * blocks + b;
   };
   std::vector<std::size_t> order;
+  bool pending = false;  // a node sum waits for the next compute to be in the list
+  std::size_t node_sum = 0;
+  auto compute = [&](std::size_t b) {
+    order.push_back(task(GemvTwoShotTask::Compute, b));
+    if (pending) order.push_back(node_sum), pending = false;
+    const int o = g.owner(b);
+    if (sums && !topo.on_node(o) && node_relay(topo, o, topo.node) == me)
+      pending = true, node_sum = task(GemvTwoShotTask::NodeSum, b);
+  };
   if (remote_first) {
     // Other owners' blocks first (off-node, then on-node, rotated), then each of mine followed by
     // its reduce, which waits for its own compute, which started first.
-    for (int o : destination_order(topo, true))
+    std::vector<int> owners = destination_order(topo, true);
+    if (sums) {  // the off-node owners in the node's shared order
+      std::vector<int> shared = node_shared_remote_order(topo);
+      for (int o : owners)
+        if (topo.on_node(o)) shared.push_back(o);
+      owners = std::move(shared);
+    }
+    for (int o : owners)
       for (std::size_t b = g.first_block(o); b < g.first_block(o + 1); ++b) {
-        order.push_back(task(GemvTwoShotTask::Compute, b));
+        compute(b);
         if (o == me) order.push_back(task(GemvTwoShotTask::Reduce, b));
       }
   } else {
     for (std::size_t b = 0; b < blocks; ++b)
-      order.push_back(task(GemvTwoShotTask::Compute, b));
+      compute(b);
+  }
+  if (pending) order.push_back(node_sum);
+  if (!remote_first)
     for (std::size_t b = g.first_block(me); b < g.first_block(me + 1); ++b)
       order.push_back(task(GemvTwoShotTask::Reduce, b));
-  }
   for (std::size_t b = 0; b < blocks; ++b)
     if (g.owner(b) != me) order.push_back(task(GemvTwoShotTask::Gather, b));
   return order;

@@ -63,10 +63,14 @@ FusedAlgorithm gemv_algorithm(const SimSetup& s) {
                               s.nodes);
 }
 
-// Two-shot (gemv_allreduce_fused.cpp: fused_compute, fused_reduce, fused_gather).
+// Two-shot (gemv_allreduce_fused.cpp: fused_compute, fused_node_sum, fused_reduce, fused_gather).
+// A relay's proxy raises its node's flag for a reduced block from off-node as it lands; here the
+// relay's gather task flags its node's ranks, when it runs.
 SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo) {
   const GemvBlocks g = gemv_blocks(s);
-  const int me = topo.rank, ranks = topo.size;
+  const int me = topo.rank;
+  const bool sums = relays_partials(topo);
+  const std::vector<int>& mates = topo.node_ranks[topo.node];
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemv_two_shot_order(topo, g, s.options.remote_first)) {
@@ -83,26 +87,47 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         task.steps.push_back(SimStep::send(q, key, bytes, SimPath::Mpi, true));
     };
     switch (kind) {
-      case GemvTwoShotTask::Compute:  // straight into the owner's slot, or staged and sent
+      case GemvTwoShotTask::Compute:  // into the owner's or its relay's slot, or staged and sent
         task.label = "compute";
-        task.peer = o;
+        task.peer = topo.on_node(o) || !sums ? o : node_relay(topo, o, topo.node);
         task.steps.push_back(SimStep::compute(gemv_tile_s(p, s, g.rows(b))));
+        to(task.peer, task.peer == o ? kPartial | b : kNodeSum | b);
+        break;
+      case GemvTwoShotTask::NodeSum:  // the node's partials, added and sent to the owner
+        task.label = "node sum";
+        for (int src : mates)
+          task.steps.push_back(SimStep::await(src, kNodeSum | b));
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, double(mates.size() - 1) * bytes)));
         to(o, kPartial | b);
         break;
-      case GemvTwoShotTask::Reduce:  // every rank's partial, reduced; sent off-node, flagged on
+      case GemvTwoShotTask::Reduce: {  // this node's partials and a node sum per other node
         task.label = "reduce";
-        for (int src = 0; src < ranks; ++src)
-          task.steps.push_back(SimStep::await(src, kPartial | b));
-        task.steps.push_back(SimStep::compute(reduce_seconds(p, (ranks - 1) * bytes)));
-        for (int q = 0; q < ranks; ++q)
+        int sources = 0;
+        for (int node = 0; node < topo.num_nodes; ++node)
+          for (int src : node == topo.node ? mates : std::vector<int>{node_relay(topo, me, node)}) {
+            task.steps.push_back(SimStep::await(src, kPartial | b));
+            ++sources;
+          }
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, (sources - 1) * bytes)));
+        for (int q : mates)  // flagged on-node, sent to one rank per other node
           if (q != me) to(q, kReduced | b);
+        for (int node = 0; node < topo.num_nodes; ++node)
+          if (node != topo.node) to(node_relay(topo, me, node), kReduced | b);
         task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
         break;
-      case GemvTwoShotTask::Gather:  // the owner's reduced block: copied (on-node) or received
+      }
+      case GemvTwoShotTask::Gather: {  // the owner's reduced block: copied (on-node) or received
         task.label = "gather";
-        task.steps.push_back(SimStep::await(o, kReduced | b));
-        if (topo.on_node(o)) task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
+        const bool relayed = sums && !topo.on_node(o);
+        const int from = relayed ? node_relay(topo, o, topo.node) : o;
+        task.steps.push_back(SimStep::await(from == me ? o : from, kReduced | b));
+        if (relayed && from == me)
+          for (int q : mates)
+            if (q != me) task.steps.push_back(SimStep::send(q, kReduced | b, bytes, SimPath::Flag));
+        if (topo.on_node(o) || relayed)
+          task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
         break;
+      }
     }
     rank.tasks.push_back(std::move(task));
   }
@@ -261,7 +286,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
   const int ranks = topo.size;
   const std::size_t reduce_base = static_cast<std::size_t>(ranks) * g.blocks;
   const std::size_t node_sum_base = reduce_base + g.blocks;
-  const bool sums = gemm_rs_node_sums(topo);
+  const bool sums = relays_partials(topo);
   const std::vector<int>& mates = topo.node_ranks[topo.node];
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
@@ -283,7 +308,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
       int sources = 0;
       for (int node = 0; node < topo.num_nodes; ++node)
         for (int src :
-             node == topo.node ? mates : std::vector<int>{gemm_rs_relay(topo, topo.rank, node)}) {
+             node == topo.node ? mates : std::vector<int>{node_relay(topo, topo.rank, node)}) {
           task.steps.push_back(SimStep::await(src, kPartial | i));
           ++sources;
         }
@@ -299,7 +324,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
         task.peer = q;
         task.steps.push_back(SimStep::send(q, kPartial | i, bytes, SimPath::Flag));
       } else if (sums) {
-        task.peer = gemm_rs_relay(topo, q, topo.node);
+        task.peer = node_relay(topo, q, topo.node);
         task.steps.push_back(
             SimStep::send(task.peer, kNodeSum | (q * g.blocks + i), bytes, SimPath::Flag));
       } else {

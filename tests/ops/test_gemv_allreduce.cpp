@@ -93,6 +93,39 @@ TEST(GemvAllReduce, OneShotAndTwoShotMatchReference) {
   check_case(comm, dev, {70000, 2, 0}, 2);  // 280 KB of output: Auto picks two-shot
 }
 
+// Two-shot across nodes adds a node's partials on the node first (node sums, like the
+// hierarchical AllReduce): each rank hands the proxy, per other node, the node sums of the blocks
+// it relays (one owner's) and its reduced blocks once (to their relay there), who shares them on
+// its node. Before node sums every rank sent its partial to every off-node owner and every owner
+// its reduced blocks to every off-node rank: at 2 nodes x 2 ranks twice the bytes.
+TEST(GemvAllReduce, TwoShotAcrossNodesSendsNodeSums) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.num_nodes() < 2 || comm.size() % comm.num_nodes() != 0)
+    GTEST_SKIP() << "needs equal nodes (TILECOMM_NODE_SIZE)";
+  RuntimeConfig config = test_device_config();
+  config.trace = true;
+  Device dev(config);
+  const std::size_t m = 64 * comm.size(), k = 3;
+  OpOptions opt;
+  opt.tile = 16;  // 4 blocks per owner
+  opt.fused_algorithm = FusedAlgorithm::TwoShot;
+  GemvAllReduce op(comm, dev, m, k, opt);
+  std::vector<float> w(m * k, 1.0f), x(k, 2.0f), y(m);
+  for (int call = 0; call < 2; ++call) {  // both buffer halves
+    dev.tracer().clear();
+    op.run(w.data(), x.data(), y.data(), Mode::Fused);
+    int wrong = 0;
+    for (float v : y)
+      wrong += v != static_cast<float>(2 * k * comm.size());
+    EXPECT_EQ(wrong, 0) << "call " << call;
+    long long bytes = 0;
+    for (const TraceEvent& e : dev.tracer().events())
+      if (e.phase == 'i' && e.name == "tile handed to proxy") bytes += e.bytes;
+    const long long owned = 64 * sizeof(float), other_nodes = comm.num_nodes() - 1;
+    EXPECT_EQ(bytes, 2 * other_nodes * owned) << "call " << call;
+  }
+}
+
 // Only GemvAllReduce has a choice of fused protocol; the others name the option and refuse it.
 TEST(GemvAllReduce, FusedAlgorithmIsRefusedByOtherOperators) {
   Communicator comm(MPI_COMM_WORLD);
