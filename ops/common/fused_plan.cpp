@@ -57,8 +57,9 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
              DataType::Float32, ReduceOp::Sum);
   };
   // A flat left fold over the ranks is the canonical order when the ranks are numbered node by
-  // node and only the first node has several: (x0 + x1 + ... + xk) + S1 + S2 ...
-  bool flat = true;
+  // node and only the first node has several: (x0 + x1 + ... + xk) + S1 + S2 ... Not when that
+  // first node is another and sends its sum (node_sum_from): then its ranks' partials never come.
+  bool flat = !node_sum_from || topo.node == 0 || topo.node_ranks[0].size() == 1;
   for (int n = 0, next = 0; n < topo.num_nodes; ++n)
     for (int s : topo.node_ranks[n]) {
       flat = flat && s == next++ && (n == 0 || topo.node_ranks[n].size() == 1);
