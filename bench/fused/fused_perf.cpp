@@ -30,7 +30,7 @@ struct Options {
   std::size_t begin = 0, end = 0, ratio = 0, dim = 0, tables = 0;
   double factor = 2;
   int iters = 10, warmup = 3, cus = 0, slots = 0;
-  double lead_in_ms = 0;
+  double lead_in_ms = 0, min_timed_ms = 0;
   int free_cus = 1, chunks = 4, tune_iters = 3;
   std::string shaped_policy = "lds", fused_algorithm = "auto";
   std::size_t tile = 0;
@@ -93,7 +93,7 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   // Each round runs the variants in a drawn order (round_order): none always goes first (and pays
   // for waking an idle device), none always follows the same one.
   const int variants = 2 + static_cast<int>(modes.size()) + (o.auto_mode ? 1 : 0);
-  for (int it = -o.warmup; it < o.iters; ++it) {
+  for (int it = -o.warmup; it < 0 || another_round(it, o.iters, tc, o.min_timed_ms); ++it) {
     Timing c, m;
     double t[3] = {0, 0, 0}, ta = 0;
     for (const int v : round_order(variants, it + o.warmup)) {
@@ -328,6 +328,11 @@ int main(int argc, char** argv) {
   app.add_option("--tables", o.tables, "embedding tables / MoE experts per rank");
   app.add_option("-n,--iters", o.iters, "timed iterations");
   app.add_option("-w,--warmup", o.warmup, "warm-up iterations");
+  app.add_option("--min-timed-ms", o.min_timed_ms,
+                 "after the -n rounds, more rounds until the compute-only (--op) or sequential "
+                 "(--workload) calls add up to this many ms of timed calls (at most 1000 rounds; "
+                 "0: -n only)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--lead-in-ms", o.lead_in_ms,
                  "untimed calls of a variant right before each of its timed calls, for at least "
                  "this long (ms; 0: none): the timed call meets what a loop of that one mode "
@@ -381,7 +386,8 @@ int main(int argc, char** argv) {
     if (o.workload.empty()) {
       rc = run_ops(o, comm, dev, node);
     } else {
-      WorkloadRun run{o.workload, o.iters, o.warmup, o.tune_iters, {}, o.json, o.trace};
+      WorkloadRun run{o.workload, o.iters, o.warmup, o.tune_iters,
+                      {},         o.json,  o.trace,  o.min_timed_ms};
       run.base.tile = o.tile;
       rc = run_workloads(run, comm, dev, node);
     }

@@ -54,6 +54,20 @@ struct Timing {
   double cpu = 0;   // us of CPU, summed over a node's ranks (the busiest node)
 };
 
+/// Whether a benchmark takes timed round `it` (0-based): the first `iters` always; then more while
+/// the `reference` variant's timed calls add up to less than `min_timed_ms`, up to `max_rounds`
+/// rounds, so a sub-millisecond row gets as many samples as its noise needs (30 samples of a
+/// 0.3 ms call moved its median 5-8 % between runs of the same code). The times are the slowest
+/// rank's (timed()), so every rank takes the same decision.
+inline bool another_round(int it, int iters, const std::vector<double>& reference_us,
+                          double min_timed_ms, int max_rounds = 1000) {
+  if (it < iters) return true;
+  double sum = 0;
+  for (double t : reference_us)
+    sum += t;
+  return it < max_rounds && sum < min_timed_ms * 1e3;
+}
+
 /// Wall time of fn on the slowest rank and the CPU time it cost, microseconds. Collective.
 template <class Fn>
 Timing timed(const NodeCpu& node, Fn&& fn) {

@@ -84,7 +84,7 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   std::vector<std::vector<double>> t(row.cols.size());
   std::vector<double> ta;
   const int variants = 3 + static_cast<int>(live.size());
-  for (int it = -run.warmup; it < run.iters; ++it) {
+  for (int it = -run.warmup; it < 0 || another_round(it, run.iters, t[0], run.min_timed_ms); ++it) {
     for (const int v : round_order(variants, it + run.warmup)) {  // harness.hpp
       if (v == 0) {
         const Timing c = timed(node, [&] { bench.compute_only(); });

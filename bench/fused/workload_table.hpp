@@ -10,14 +10,15 @@
 namespace tilecomm::bench {
 
 struct WorkloadRun {
-  std::string workload;  ///< dlrm | llama-decode | mixtral-moe | all
-  int iters = 10;        ///< measured rounds (each: every variant once, in round_order)
-  int warmup = 3;        ///< unmeasured rounds before them
-  int tune_iters = 3;    ///< rounds per baseline's tuning (after one warm-up call each)
-  OpOptions base;        ///< options of sequential and fused (tile, ...)
-  std::string json;      ///< rank 0 writes every row here ("" = no file)
-  std::string trace;     ///< prefix: PREFIX_<workload>.json, one fused iteration of the
-                         ///< workload's case with the longest comm-only time ("" = none)
+  std::string workload;     ///< dlrm | llama-decode | mixtral-moe | all
+  int iters = 10;           ///< measured rounds (each: every variant once, in round_order)
+  int warmup = 3;           ///< unmeasured rounds before them
+  int tune_iters = 3;       ///< rounds per baseline's tuning (after one warm-up call each)
+  OpOptions base;           ///< options of sequential and fused (tile, ...)
+  std::string json;         ///< rank 0 writes every row here ("" = no file)
+  std::string trace;        ///< prefix: PREFIX_<workload>.json, one fused iteration of the
+                            ///< workload's case with the longest comm-only time ("" = none)
+  double min_timed_ms = 0;  ///< more rounds until sequential's timed calls add up to this (ms)
 };
 
 /// Runs the table; rank 0 prints it (Markdown) as rows complete. Returns non-zero if any variant
