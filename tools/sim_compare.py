@@ -27,16 +27,18 @@ MODES = ("sequential", "shaped", "fused")
 def setting_args(s, cores):
     if s == "shm":
         return ["--nodes", "1", "--ranks-per-node", "2"], "1 node, np 2 (shm)"
-    m = re.fullmatch(r"(\d+)n(\d+)g", s)
-    nodes, gbit = int(m.group(1)), m.group(2)
+    m = re.fullmatch(r"(\d+)n(\d+)g(?:x(\d+))?", s)
+    nodes, gbit, rpn = int(m.group(1)), m.group(2), int(m.group(3) or 1)
     # tools/cluster --cpus split gives node k CPU k mod cores: with 3 nodes on 2 cores, nodes 0
     # and 2 take turns on one core (half each) while node 1 has the other. A call waits for its
-    # slowest rank, so every rank is simulated at the smallest share (1 / nodes per core).
-    share = min(1.0, 1.0 / math.ceil(nodes / cores))
+    # slowest rank, so every rank is simulated at the smallest share (1 / nodes per core), split
+    # between the node's ranks.
+    node_cores = cores / nodes if nodes <= cores else 1.0 / math.ceil(nodes / cores)
+    share = min(1.0, node_cores / rpn)
     # The emulated nodes share this machine's one L3: every rank's weights compete for it.
-    return (["--nodes", str(nodes), "--ranks-per-node", "1", "--link", gbit + "gbit",
-             "--cpu-share", str(share), "--ranks-per-cache", str(nodes)],
-            f"{nodes} nodes, {gbit} Gbit/s")
+    return (["--nodes", str(nodes), "--ranks-per-node", str(rpn), "--link", gbit + "gbit",
+             "--cpu-share", str(share), "--ranks-per-cache", str(nodes * rpn)],
+            f"{nodes} nodes" + (f" x {rpn} ranks" if rpn > 1 else "") + f", {gbit} Gbit/s")
 
 
 def main():

@@ -5,7 +5,7 @@
 # (M=262144: two-shot; M=16384: one-shot), EmbeddingAllToAll (batch 4096 and 1024) and
 # GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
-# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root). BURST=BYTES sets the
+# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each). BURST=BYTES sets the
 # emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate).
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
@@ -25,9 +25,11 @@ run() {  # setting, program and arguments
     shm) mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "$@" ;;
     *)
       nodes=${s%%n*}
-      rate=${s#*n}
-      rate=${rate%g}gbit
-      "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node 1 --rate "$rate" \
+      rest=${s#*n}
+      rate=${rest%%g*}gbit
+      rpn=1
+      case $rest in *x*) rpn=${rest#*x} ;; esac
+      "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node "$rpn" --rate "$rate" \
         ${BURST:+--burst "$BURST"} --timeout 900 -- "$@"
       ;;
   esac
