@@ -35,6 +35,30 @@ inline RuntimeConfig test_device_config() {
   return c;
 }
 
+/// test_device_config() with the device's tracer on (the fused kernels' tile marks).
+inline RuntimeConfig traced_test_device_config() {
+  RuntimeConfig c = test_device_config();
+  c.trace = true;
+  return c;
+}
+
+/// The "tile handed to proxy" marks of a trace: how many, and their bytes (what a rank put on the
+/// link, off-node).
+struct HandedToProxy {
+  long long tiles = 0, bytes = 0;
+};
+inline HandedToProxy handed_to_proxy(const Tracer& tracer) {
+  HandedToProxy h;
+  for (const TraceEvent& e : tracer.events())
+    if (e.phase == 'i' && e.name == "tile handed to proxy") ++h.tiles, h.bytes += e.bytes;
+  return h;
+}
+
+/// Whether the job spans (pretend) nodes of equal sizes.
+inline bool equal_nodes_across(const Communicator& comm) {
+  return comm.num_nodes() > 1 && comm.size() % comm.num_nodes() == 0;
+}
+
 /// Small integers in [-r, r]: every sum and product below stays exact in float32.
 inline float small_int(std::uint64_t seed, int r = 2) {
   seed = seed * 6364136223846793005ull + 1442695040888963407ull;

@@ -11,12 +11,6 @@
 namespace tilecomm::test {
 namespace {
 
-RuntimeConfig traced() {
-  RuntimeConfig c = test_device_config();
-  c.trace = true;
-  return c;
-}
-
 // Times (trace clock) of the first mark named `first` and the last mark named `last`.
 std::pair<double, double> first_and_last(const Tracer& tracer, const char* first,
                                          const char* last) {
@@ -32,7 +26,7 @@ std::pair<double, double> first_and_last(const Tracer& tracer, const char* first
 TEST(FusedOverlap, GemvAllReduceSendsBeforeItsComputeEnds) {
   Communicator comm(MPI_COMM_WORLD);
   if (comm.num_nodes() == 1) GTEST_SKIP() << "needs ranks on other (pretend) nodes";
-  Device dev(traced());
+  Device dev(traced_test_device_config());
   const std::size_t m = 64 * 64 * comm.size(), k = 32;
   OpOptions opt;
   opt.tile = 64;
@@ -50,7 +44,7 @@ TEST(FusedOverlap, GemvAllReduceSendsBeforeItsComputeEnds) {
 TEST(FusedOverlap, GemmReduceScatterSendsBeforeItsComputeEnds) {
   Communicator comm(MPI_COMM_WORLD);
   if (comm.num_nodes() == 1) GTEST_SKIP() << "needs ranks on other (pretend) nodes";
-  Device dev(traced());
+  Device dev(traced_test_device_config());
   const std::size_t m = 256 * comm.size(), k = 16, n = 32;
   OpOptions opt;
   opt.tile = 16;
@@ -80,7 +74,7 @@ TEST(FusedOverlap, GemmLayerComputesBeforeItsInputsArrive) {
   Communicator comm(MPI_COMM_WORLD, unverified);
   const int p = comm.size(), me = comm.rank();
   if (comm.num_nodes() == 1) GTEST_SKIP() << "needs ranks on other (pretend) nodes";
-  Device dev(traced());
+  Device dev(traced_test_device_config());
   const std::size_t k = 64, n = 32, rows = 96;  // every rank routes `rows` rows to every expert
   GemmAllToAll op(comm, dev, 1, k, n, rows * p, rows * p);
   std::vector<std::size_t> recv(p, rows), send(p, rows);

@@ -172,11 +172,8 @@ TEST(GemmReduceScatter, NonDefaultOptions) {
 // own partial of every off-node owner's block: at 2 nodes x 2 ranks twice the bytes over the link.
 TEST(GemmReduceScatter, AcrossNodesOneNodeSumPerOwnerCrossesTheLink) {
   Communicator comm(MPI_COMM_WORLD);
-  if (comm.num_nodes() < 2 || comm.size() % comm.num_nodes() != 0)
-    GTEST_SKIP() << "needs equal nodes (TILECOMM_NODE_SIZE)";
-  RuntimeConfig config = test_device_config();
-  config.trace = true;
-  Device dev(config);
+  if (!equal_nodes_across(comm)) GTEST_SKIP() << "needs equal nodes (TILECOMM_NODE_SIZE)";
+  Device dev(traced_test_device_config());
   const std::size_t rows = 24, m = rows * comm.size(), k = 5, n = 7;
   OpOptions opt;
   opt.tile = 8;  // 3 blocks per owner
@@ -184,12 +181,10 @@ TEST(GemmReduceScatter, AcrossNodesOneNodeSumPerOwnerCrossesTheLink) {
   std::vector<float> a(m * k, 1.0f), w(k * n, 1.0f), y(rows * n);
   op.run(a.data(), w.data(), y.data(), Mode::Fused);
   EXPECT_EQ(y[0], static_cast<float>(k * comm.size()));
-  long long handed = 0, bytes = 0;
-  for (const TraceEvent& e : dev.tracer().events())
-    if (e.phase == 'i' && e.name == "tile handed to proxy") ++handed, bytes += e.bytes;
+  const HandedToProxy handed = handed_to_proxy(dev.tracer());
   const long long other_nodes = comm.num_nodes() - 1;
-  EXPECT_EQ(handed, 3 * other_nodes);
-  EXPECT_EQ(bytes, other_nodes * static_cast<long long>(rows * n * sizeof(float)));
+  EXPECT_EQ(handed.tiles, 3 * other_nodes);
+  EXPECT_EQ(handed.bytes, other_nodes * static_cast<long long>(rows * n * sizeof(float)));
 }
 
 TEST(GemmReduceScatter, BadShapesAndArguments) {

@@ -100,11 +100,8 @@ TEST(GemvAllReduce, OneShotAndTwoShotMatchReference) {
 // its reduced blocks to every off-node rank: at 2 nodes x 2 ranks twice the bytes.
 TEST(GemvAllReduce, TwoShotAcrossNodesSendsNodeSums) {
   Communicator comm(MPI_COMM_WORLD);
-  if (comm.num_nodes() < 2 || comm.size() % comm.num_nodes() != 0)
-    GTEST_SKIP() << "needs equal nodes (TILECOMM_NODE_SIZE)";
-  RuntimeConfig config = test_device_config();
-  config.trace = true;
-  Device dev(config);
+  if (!equal_nodes_across(comm)) GTEST_SKIP() << "needs equal nodes (TILECOMM_NODE_SIZE)";
+  Device dev(traced_test_device_config());
   const std::size_t m = 64 * comm.size(), k = 3;
   OpOptions opt;
   opt.tile = 16;  // 4 blocks per owner
@@ -118,11 +115,8 @@ TEST(GemvAllReduce, TwoShotAcrossNodesSendsNodeSums) {
     for (float v : y)
       wrong += v != static_cast<float>(2 * k * comm.size());
     EXPECT_EQ(wrong, 0) << "call " << call;
-    long long bytes = 0;
-    for (const TraceEvent& e : dev.tracer().events())
-      if (e.phase == 'i' && e.name == "tile handed to proxy") bytes += e.bytes;
     const long long owned = 64 * sizeof(float), other_nodes = comm.num_nodes() - 1;
-    EXPECT_EQ(bytes, 2 * other_nodes * owned) << "call " << call;
+    EXPECT_EQ(handed_to_proxy(dev.tracer()).bytes, 2 * other_nodes * owned) << "call " << call;
   }
 }
 
