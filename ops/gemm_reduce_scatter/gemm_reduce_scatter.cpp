@@ -45,7 +45,8 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   SegmentLayout layout;
   const std::size_t flags_offset = layout.add(TileFlags::bytes_for(topo.size * blocks));
   partials_offset = layout.add(2 * m * n * sizeof(float));
-  // Node sums (gemm_reduce_scatter_plan.hpp): slots for the most owners a rank of this node relays.
+  // Node sums (node_relay, ops/common/plan_layout.hpp): slots for the most owners a rank of this
+  // node relays (gemm_rs_relayed).
   const std::size_t local = static_cast<std::size_t>(topo.local_size);
   std::size_t relay_flags_offset = 0;
   if (relays_partials(topo)) {
