@@ -97,6 +97,20 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
   }
 }
 
+void FusedPlan::sum_node_partials(const WorkgroupContext& wg, const TileFlags& flags,
+                                  const std::function<std::size_t(int local)>& flag_of,
+                                  const std::function<const float*(int local)>& partial_of,
+                                  float* dst, std::size_t count, const char* what) const {
+  const Topology& topo = ctx_.topo;
+  thread_local std::vector<const void*> from;
+  from.resize(topo.local_size);
+  for (int l = 0; l < topo.local_size; ++l) {
+    await(wg, topo.local_to_world[l], flags, flag_of(l), what);
+    from[l] = partial_of(l);
+  }
+  reduce_n(dst, from.data(), topo.local_size, count, DataType::Float32, ReduceOp::Sum);
+}
+
 WorkgroupContext FusedPlan::host_context() const {
   Device& d = ctx_.device;
   return {0, 0, 0, {1, 1}, static_cast<int>(d.num_cus()), 0, {}, &d};

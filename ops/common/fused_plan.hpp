@@ -94,6 +94,14 @@ class FusedPlan {
                        float* dst, std::size_t count, const char* what,
                        const std::function<int(int node)>& node_sum_from = {}) const;
 
+  /// A relay's node sum (node_relay, plan_layout.hpp): awaits the partial of every rank of this
+  /// node (local rank l's flag flag_of(l) of `flags`) and adds them in ascending rank order, the
+  /// node's term of ReduceOrder::Canonical, into `dst` (`count` floats).
+  void sum_node_partials(const WorkgroupContext& wg, const TileFlags& flags,
+                         const std::function<std::size_t(int local)>& flag_of,
+                         const std::function<const float*(int local)>& partial_of, float* dst,
+                         std::size_t count, const char* what) const;
+
   /// Launches the persistent kernel over the order and returns when it has ended and, when the
   /// call spans nodes, every receive and send of the call has completed. Without off-node peers
   /// the kernel runs one WG per slot. With them the host thread, idle until the kernel ends

@@ -49,12 +49,16 @@ bool relays_partials(const Topology& topo) {
   return topo.num_nodes > 1 && topo.node_ranks[topo.node].size() > 1;
 }
 
-std::vector<int> node_shared_remote_order(const Topology& topo) {
-  std::vector<int> order;
+std::vector<int> relay_destination_order(const Topology& topo, bool remote_first) {
+  std::vector<int> order = destination_order(topo, remote_first);
+  if (!relays_partials(topo) || !remote_first) return order;
+  std::vector<int> shared;
   for (int d = 1; d < topo.num_nodes; ++d)
     for (int q : topo.node_ranks[(topo.node + d) % topo.num_nodes])
-      order.push_back(q);
-  return order;
+      shared.push_back(q);
+  for (int q : order)
+    if (topo.on_node(q)) shared.push_back(q);
+  return shared;
 }
 
 std::vector<int> source_order(const Topology& topo) {

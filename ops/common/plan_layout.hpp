@@ -29,11 +29,12 @@ int node_relay(const Topology& topo, int owner, int node);
 /// Whether this rank's off-node partials go through relays: the job spans nodes and this rank's
 /// node has several ranks.
 bool relays_partials(const Topology& topo);
-/// The off-node owners in an order every rank of this node shares, for a kernel whose relays wait
-/// for their node's blocks (remote first: the nodes after this one in turn, each node's ranks
-/// ascending); with a relay's node sum listed after its block's compute, no WG waits for one
-/// that waits for it.
-std::vector<int> node_shared_remote_order(const Topology& topo);
+/// destination_order for a kernel whose relays wait for their node's blocks: when this rank's
+/// partials go through relays and `remote_first`, the off-node owners come in an order every rank
+/// of the node shares (the nodes after this one in turn, each node's ranks ascending), then the
+/// on-node ones as destination_order has them (plain rank order is shared already). With a
+/// relay's node sum listed after its block's compute, no WG waits for one that waits for it.
+std::vector<int> relay_destination_order(const Topology& topo, bool remote_first);
 
 /// Every other rank once, in the order their tiles are expected to arrive under the rotated
 /// destination order: rank - 1 first (its first destination is this rank), then rank - 2, ...

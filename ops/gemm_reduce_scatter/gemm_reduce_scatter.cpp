@@ -50,13 +50,12 @@ GemmReduceScatterImpl::GemmReduceScatterImpl(Communicator& comm, Device& device,
   const std::size_t local = static_cast<std::size_t>(topo.local_size);
   std::size_t relay_flags_offset = 0;
   if (relays_partials(topo)) {
-    relay_of.assign(topo.size, -1);
     relay_slot.assign(topo.size, -1);
     for (int mate : topo.local_to_world) {
       const std::vector<int> owners = gemm_rs_relayed(topo, mate);
       relay_slots = std::max(relay_slots, owners.size());
       for (std::size_t j = 0; j < owners.size(); ++j)
-        relay_of[owners[j]] = mate, relay_slot[owners[j]] = static_cast<int>(j);
+        relay_slot[owners[j]] = static_cast<int>(j);
     }
     relay_flags_offset = layout.add(TileFlags::bytes_for(relay_slots * local * blocks));
     relay_offset = layout.add(2 * relay_slots * local * rows_local * n * sizeof(float));

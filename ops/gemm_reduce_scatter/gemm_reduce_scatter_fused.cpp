@@ -15,7 +15,6 @@
 // the order its node shares), so no WG waits for one that waits for it. Consecutive calls
 // alternate buffer halves (epoch parity); a rank is at most one call ahead of a peer, because
 // finishing a call needs every peer's partials of that call.
-#include "collectives/reduce.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_impl.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
@@ -33,7 +32,8 @@ void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
   // Staging: what this rank sends (its partials when alone on its node, else its node sums).
   std::vector<std::size_t> staged(p, 0);
   for (int q = 0; q < p; ++q)
-    if (plan.dest(q) == FusedPlan::Dest::OffNode && (!sums || relay_of[q] == me)) {
+    if (plan.dest(q) == FusedPlan::Dest::OffNode &&
+        (!sums || node_relay(topo, q, topo.node) == me)) {
       staged[q] = plan.stage(rows_local * n);
       for (std::size_t i = 0; i < blocks; ++i)
         plan.expect_send();
@@ -52,18 +52,13 @@ void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
       const int q = static_cast<int>((task - node_sum_base) / blocks);
       const std::size_t i = (task - node_sum_base) % blocks, at = block_row0(i) * n;
       const std::size_t count = block_rows(i) * n;
-      thread_local std::vector<const float*> from;
-      from.resize(topo.local_size);
       const int slot = relay_slot[q];
-      for (int l = 0; l < topo.local_size; ++l) {
-        plan.await(wg, topo.local_to_world[l], relay_flags[my_local], relay_flag(slot, l, i),
-                   "GemmReduceScatter: partial for a relayed owner (slot * local ranks + local "
-                   "rank) * blocks + block");
-        from[l] = relay_partials(my_local, plan.parity(), slot, l) + at;
-      }
       float* sum = plan.staged(staged[q]) + at;
-      reduce_n(sum, reinterpret_cast<const void* const*>(from.data()), topo.local_size, count,
-               DataType::Float32, ReduceOp::Sum);
+      plan.sum_node_partials(
+          wg, relay_flags[my_local], [&](int l) { return relay_flag(slot, l, i); },
+          [&](int l) { return relay_partials(my_local, plan.parity(), slot, l) + at; }, sum, count,
+          "GemmReduceScatter: partial for a relayed owner (slot * local ranks + local rank) * "
+          "blocks + block");
       plan.send(wg, sum, static_cast<int>(count), MPI_FLOAT, q, static_cast<int>(i),
                 static_cast<std::int64_t>(task), static_cast<std::int64_t>(count * sizeof(float)));
       return;
@@ -89,7 +84,7 @@ void GemmReduceScatterImpl::run_fused(const float* a, float* y) {
       return;
     }
     if (plan.dest(q) == FusedPlan::Dest::OffNode) {  // into the relay's segment (maybe mine)
-      const int relay = relay_of[q], relay_local = topo.local_of[relay];
+      const int relay = node_relay(topo, q, topo.node), relay_local = topo.local_of[relay];
       gemm_rows(a, row0, rows,
                 relay_partials(relay_local, plan.parity(), relay_slot[q], my_local) + at, n);
       plan.release(wg, relay_flags[relay_local], relay_flag(relay_slot[q], my_local, i), relay,

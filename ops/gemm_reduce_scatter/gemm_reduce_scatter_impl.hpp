@@ -67,11 +67,11 @@ struct GemmReduceScatterImpl {
   // Node sums (relays_partials, ops/common/plan_layout.hpp): then also, in each on-node rank's
   // segment, relay flags [relay_slots * local_size * blocks] (index (j * local_size + l) * blocks +
   // i: local rank l's partial of block i of the relay's j-th relayed owner arrived), then relay
-  // partials [2][relay_slots][local_size][rows_local x N]. relay_of / relay_slot: where this node's
-  // partials of each off-node owner meet (-1 for on-node owners).
+  // partials [2][relay_slots][local_size][rows_local x N]. relay_slot[q]: the slot an off-node
+  // owner q has in its relay's segment (node_relay; -1 for on-node owners).
   std::size_t relay_offset = 0, relay_slots = 0;
   std::vector<TileFlags> relay_flags;
-  std::vector<int> relay_of, relay_slot;
+  std::vector<int> relay_slot;
   float* relay_partials(int local, int parity, int slot, int src_local) const {
     const std::size_t l = static_cast<std::size_t>(topo.local_size);
     return ctx.region(local, relay_offset) +

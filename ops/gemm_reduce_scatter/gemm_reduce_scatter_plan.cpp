@@ -27,17 +27,10 @@ std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks,
                                        bool remote_first) {
   const std::size_t p = static_cast<std::size_t>(topo.size), reduce_base = p * blocks;
   const bool sums = relays_partials(topo);
-  std::vector<int> owners = destination_order(topo, remote_first);
-  if (sums && remote_first) {  // the off-node owners in the node's shared order, then the rest
-    std::vector<int> shared = node_shared_remote_order(topo);
-    for (int q : owners)
-      if (topo.on_node(q)) shared.push_back(q);
-    owners = std::move(shared);
-  }  // (without remote_first, plain rank order is shared already)
   std::vector<std::size_t> order;
   bool pending = false;  // a node sum waits for the next compute to be in the list
   std::size_t node_sum = 0;
-  for (int q : owners)
+  for (int q : relay_destination_order(topo, remote_first))
     for (std::size_t i = 0; i < blocks; ++i) {
       order.push_back(q * blocks + i);
       if (pending) order.push_back(node_sum), pending = false;

@@ -23,8 +23,8 @@ std::vector<int> gemm_rs_relayed(const Topology& topo, int relay);
 /// block i; (p + 1 + q) * blocks + i adds the node's partials of owner q's block i and sends the
 /// sum (this rank is q's relay). Order: owners in destination_order(topo, remote_first) (with
 /// `remote_first`, each of this rank's own blocks followed at once by its reduce), else every
-/// reduce after the computes. With node sums, the off-node owners come in
-/// node_shared_remote_order, each node sum one compute after its own block's.
+/// reduce after the computes; with node sums, owners in relay_destination_order and each node sum
+/// one compute after its own block's.
 std::vector<std::size_t> gemm_rs_order(const Topology& topo, std::size_t blocks, bool remote_first);
 
 }  // namespace tilecomm::detail

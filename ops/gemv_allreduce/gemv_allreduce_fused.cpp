@@ -22,7 +22,6 @@
 // call ahead of any peer, because each call waits for every peer's partials.
 #include <cstring>
 
-#include "collectives/reduce.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_impl.hpp"
 
@@ -168,16 +167,11 @@ void GemvAllReduceImpl::fused_node_sum(const WorkgroupContext& wg, const FusedCa
                                        std::size_t b) {
   const FusedPlan& plan = call.plan;
   const int my_local = topo.local_rank;
-  thread_local std::vector<const float*> from;
-  from.resize(topo.local_size);
-  for (int l = 0; l < topo.local_size; ++l) {
-    plan.await(wg, topo.local_to_world[l], relay_flags[my_local], l * blocks + b,
-               "GemvAllReduce: partial for a relayed owner (local rank * blocks + block)");
-    from[l] = relay_partials(my_local, plan.parity(), l) + elem0(b);
-  }
   float* sum = plan.staged(call.staged) + elem0(b);
-  reduce_n(sum, reinterpret_cast<const void* const*>(from.data()), topo.local_size, elems(b),
-           DataType::Float32, ReduceOp::Sum);
+  plan.sum_node_partials(
+      wg, relay_flags[my_local], [&](int l) { return l * blocks + b; },
+      [&](int l) { return relay_partials(my_local, plan.parity(), l) + elem0(b); }, sum, elems(b),
+      "GemvAllReduce: partial for a relayed owner (local rank * blocks + block)");
   plan.send(wg, sum, static_cast<int>(elems(b)), MPI_FLOAT, owner(b), static_cast<int>(b),
             static_cast<std::int64_t>(b), static_cast<std::int64_t>(elems(b) * sizeof(float)));
 }

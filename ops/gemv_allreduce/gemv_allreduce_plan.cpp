@@ -121,14 +121,7 @@ std::vector<std::size_t> gemv_two_shot_order(const Topology& topo, const GemvBlo
   if (remote_first) {
     // Other owners' blocks first (off-node, then on-node, rotated), then each of mine followed by
     // its reduce, which waits for its own compute, which started first.
-    std::vector<int> owners = destination_order(topo, true);
-    if (sums) {  // the off-node owners in the node's shared order
-      std::vector<int> shared = node_shared_remote_order(topo);
-      for (int o : owners)
-        if (topo.on_node(o)) shared.push_back(o);
-      owners = std::move(shared);
-    }
-    for (int o : owners)
+    for (int o : relay_destination_order(topo, true))
       for (std::size_t b = g.first_block(o); b < g.first_block(o + 1); ++b) {
         compute(b);
         if (o == me) order.push_back(task(GemvTwoShotTask::Reduce, b));

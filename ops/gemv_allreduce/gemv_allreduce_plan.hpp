@@ -45,8 +45,8 @@ std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, Fused
 
 /// Two-shot task order of rank topo.rank: with `remote_first`, other owners' blocks first
 /// (destination_order), each of mine followed by its reduce; else computes, then reduces; then
-/// the gathers of blocks owned elsewhere. With node sums (relays_partials), the off-node owners
-/// come in node_shared_remote_order and each node sum one compute after its block's compute.
+/// the gathers of blocks owned elsewhere. With node sums (relays_partials), owners in
+/// relay_destination_order and each node sum one compute after its block's compute.
 std::vector<std::size_t> gemv_two_shot_order(const Topology& topo, const GemvBlocks& g,
                                              bool remote_first);
 /// One-shot: node n's rank that sums block b and sends it off-node.
