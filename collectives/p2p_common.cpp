@@ -27,26 +27,35 @@ void irecv(CommImpl& comm, void* buf, std::size_t bytes, int src, int tag, MPI_R
             "MPI_Irecv");
 }
 
+namespace {
+
+// post(offset, length) for consecutive pieces of at most eager_message_bytes covering `bytes`.
+template <class Post>
+void for_each_piece(std::size_t bytes, Post post) {
+  for (std::size_t off = 0; off < bytes; off += DefaultThresholds::eager_message_bytes)
+    post(off, static_cast<int>(std::min(DefaultThresholds::eager_message_bytes, bytes - off)));
+}
+
+}  // namespace
+
 void isend_pieces(const void* buf, std::size_t bytes, int dst, int tag, MPI_Comm mpi,
                   std::vector<MPI_Request>& reqs) {
-  const auto* p = static_cast<const std::byte*>(buf);
-  for (std::size_t off = 0; off < bytes; off += DefaultThresholds::eager_message_bytes) {
-    const auto len =
-        static_cast<int>(std::min(DefaultThresholds::eager_message_bytes, bytes - off));
+  for_each_piece(bytes, [&](std::size_t off, int len) {
     reqs.emplace_back();
-    mpi_check(MPI_Isend(p + off, len, MPI_BYTE, dst, tag, mpi, &reqs.back()), "MPI_Isend");
-  }
+    mpi_check(MPI_Isend(static_cast<const std::byte*>(buf) + off, len, MPI_BYTE, dst, tag, mpi,
+                        &reqs.back()),
+              "MPI_Isend");
+  });
 }
 
 void irecv_pieces(void* buf, std::size_t bytes, int src, int tag, MPI_Comm mpi,
                   std::vector<MPI_Request>& reqs) {
-  auto* p = static_cast<std::byte*>(buf);
-  for (std::size_t off = 0; off < bytes; off += DefaultThresholds::eager_message_bytes) {
-    const auto len =
-        static_cast<int>(std::min(DefaultThresholds::eager_message_bytes, bytes - off));
+  for_each_piece(bytes, [&](std::size_t off, int len) {
     reqs.emplace_back();
-    mpi_check(MPI_Irecv(p + off, len, MPI_BYTE, src, tag, mpi, &reqs.back()), "MPI_Irecv");
-  }
+    mpi_check(
+        MPI_Irecv(static_cast<std::byte*>(buf) + off, len, MPI_BYTE, src, tag, mpi, &reqs.back()),
+        "MPI_Irecv");
+  });
 }
 
 void bf16_to_float(float* dst, const void* src, std::size_t n) {
