@@ -6,7 +6,9 @@
 # GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
 # nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each). BURST=BYTES sets the
-# emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate).
+# emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate). SHM_BIND=core binds the
+# one-node ranks to a core each (Open MPI's own default at np 2; default: none, as the README's
+# benchmarks run).
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
@@ -22,7 +24,7 @@ run() {  # setting, program and arguments
   s=$1
   shift
   case $s in
-    shm) mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "$@" ;;
+    shm) mpirun -np 2 --oversubscribe --bind-to "${SHM_BIND:-none}" --mca mpi_yield_when_idle 1 "$@" ;;
     *)
       nodes=${s%%n*}
       rest=${s#*n}

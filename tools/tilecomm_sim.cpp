@@ -95,8 +95,9 @@ int main(int argc, char** argv) {
                "kernel (it polls MPI; default: CPU per receive only)");
   app.add_flag(
       "--repeated-call", s.repeated_call,
-      "the call repeats on the same weights (a benchmark's loop): GEMV weights that fit in "
-      "half the profile's L3 per node are charged from the caches (its gemv_warm points)");
+      "the call repeats on the same weights and indices (a benchmark's loop): GEMV weights, or "
+      "the rows an embedding call looks up, that fit in half the profile's L3 per node are "
+      "charged from the caches (its gemv_warm, embedding_warm points)");
   app.add_option("--ranks-per-cache", s.ranks_per_cache,
                  "ranks sharing one last-level cache, for --repeated-call (default: "
                  "--ranks-per-node; every rank when the nodes are emulated on one machine)")

@@ -75,6 +75,7 @@ std::string to_json_text(const Profile& p) {
              {{"gemv", fit_json(p.gemv)},
               {"gemv_warm", fit_json(p.gemv_warm)},
               {"embedding", fit_json(p.embedding)},
+              {"embedding_warm", fit_json(p.embedding_warm)},
               {"gemm", fit_json(p.gemm)},
               {"reduce", fit_json(p.reduce)}}},
             {"paths", {{"shm", path_json(p.shm)}, {"mpi", path_json(p.mpi)}}},
@@ -111,6 +112,7 @@ Profile load_profile(const std::string& path) {
     p.gemv = fit_from(c.at("gemv"));
     if (c.contains("gemv_warm")) p.gemv_warm = fit_from(c.at("gemv_warm"));  // older: none
     p.embedding = fit_from(c.at("embedding"));
+    if (c.contains("embedding_warm")) p.embedding_warm = fit_from(c.at("embedding_warm"));
     p.gemm = fit_from(c.at("gemm"));
     p.reduce = fit_from(c.at("reduce"));
     p.shm = path_from(j.at("paths").at("shm"));

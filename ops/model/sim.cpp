@@ -45,6 +45,7 @@ struct Event {
   std::uint64_t key = 0;
   double bytes = 0;
   bool node_wide = false;
+  double ready = 0;  // Inject: when the message may start to leave (its send's CPU began)
   bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
 };
 
@@ -63,6 +64,7 @@ struct Slot {
   int phase = 0;  // within a Send: 0 before its CPU, 1 after
   bool busy = false;
   double task_start = 0;
+  double send_start = 0;  // within a Send: when its CPU began
 };
 
 struct RecvJob {
@@ -129,7 +131,7 @@ class Engine {
           cpu_done(e);
           break;
         case EvType::Inject: {
-          const double at = net_.deliver(now_, node(e.src), node(e.rank), e.bytes);
+          const double at = net_.deliver(e.ready, node(e.src), node(e.rank), e.bytes, now_);
           push({at, 0, EvType::NetArrive, e.rank, 0, 0, e.src, e.key, e.bytes, e.node_wide});
           break;
         }
@@ -258,10 +260,11 @@ class Engine {
         case SimStep::Kind::Send:
           if (sl.phase == 0) {
             sl.phase = 1;
+            sl.send_start = now_;
             const double cpu = send_cpu(st);
             if (cpu > 0) return use_cpu(rank, k, cpu);
           }
-          dispatch(rank, st);
+          dispatch(rank, st, sl.send_start);
           sl.phase = 0;
           ++sl.step;
           break;
@@ -290,7 +293,9 @@ class Engine {
     return 0;
   }
 
-  void dispatch(int rank, const SimStep& st) {
+  // A send whose CPU ran from `start` to now. Off the node its bytes leave as the CPU hands them
+  // over: the wire from `start`, the last byte no earlier than now.
+  void dispatch(int rank, const SimStep& st, double start) {
     ++result_.messages;
     switch (st.path) {
       case SimPath::Flag:
@@ -305,8 +310,9 @@ class Engine {
                 st.node_wide});
           return;
         }
-        push({now_ + (st.proxied ? costs_.proxy_s : 0), 0, EvType::Inject, st.peer, 0, 0, rank,
-              st.key, st.bytes, st.node_wide});
+        const double handoff = st.proxied ? costs_.proxy_s : 0;
+        push({now_ + handoff, 0, EvType::Inject, st.peer, 0, 0, rank, st.key, st.bytes,
+              st.node_wide, start + handoff});
         return;
     }
   }

@@ -9,13 +9,13 @@ Network::Network(int nodes, const NetworkParams& params)
   core_rate_ = p_.core_oversub > 1 ? nodes * p_.link_bytes_per_s / p_.core_oversub : 0;
 }
 
-double Network::deliver(double ready, int src, int dst, double bytes) {
+double Network::deliver(double ready, int src, int dst, double bytes, double copied) {
   const double wire = bytes / p_.link_bytes_per_s;
   // Egress: the sender's NIC serialises its messages.
   const double out = std::max(ready, egress_free_[src]);
   egress_free_[src] = out + wire;
   double head = out;  // when the first byte leaves the last shared stage so far
-  double tail = out + wire;
+  double tail = std::max(out + wire, copied);
   if (core_rate_ > 0) {  // an oversubscribed core: one more FIFO, at its own rate
     const double start = std::max(head, core_free_);
     core_free_ = start + bytes / core_rate_;

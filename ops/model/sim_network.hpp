@@ -19,9 +19,11 @@ class Network {
  public:
   Network(int nodes, const NetworkParams& params);
   /// A message of `bytes` from node `src` to node `dst` (different nodes), ready to leave at
-  /// `ready`: reserves the queues it crosses and returns when its last byte has arrived.
-  /// Calls must come in nondecreasing `ready` order for the queues to be FIFO.
-  double deliver(double ready, int src, int dst, double bytes);
+  /// `ready`: reserves the queues it crosses and returns when its last byte has arrived. Its last
+  /// byte leaves no earlier than `copied`, when the sender's CPU has handed it all over (a send's
+  /// copy into the socket overlaps the wire). Calls should come in nondecreasing `ready` order
+  /// for the queues to be FIFO.
+  double deliver(double ready, int src, int dst, double bytes, double copied = 0);
 
  private:
   NetworkParams p_;

@@ -37,20 +37,30 @@ int fused_wgs(const SimSetup& s, const Topology& topo) {
   return topo.num_nodes > 1 ? s.cus : s.slots;
 }
 
-// A GEMV tile: its W streamed from memory, or from the caches when the call repeats on weights
-// the L3 holds (SimSetup::repeated_call), with the weights of every rank sharing it.
-double gemv_tile_s(const Profile& p, const SimSetup& s, std::size_t rows) {
+// Whether a repeated call (SimSetup::repeated_call, a benchmark's loop) finds its data in the
+// caches: the bytes each rank reads, times the ranks sharing one L3, fit in half of it.
+bool warm_call(const Profile& p, const SimSetup& s, const Fit& warm, double bytes_per_rank) {
   const int sharing = s.ranks_per_cache > 0 ? s.ranks_per_cache : s.ranks_per_node;
-  const double cached_weights =
-      double(s.shape.m) * double(s.shape.k) * sizeof(float) * double(sharing);
-  const bool warm = s.repeated_call && !p.gemv_warm.table.empty() && p.cache_bytes > 0 &&
-                    cached_weights <= 0.5 * p.cache_bytes;
-  const Fit& f = warm ? p.gemv_warm : p.gemv;
+  return s.repeated_call && !warm.table.empty() && p.cache_bytes > 0 &&
+         bytes_per_rank * double(sharing) <= 0.5 * p.cache_bytes;
+}
+
+// A GEMV tile: its W streamed from memory, or from the caches when the call repeats on weights
+// the L3 holds.
+double gemv_tile_s(const Profile& p, const SimSetup& s, std::size_t rows) {
+  const double w_bytes = double(s.shape.m) * double(s.shape.k) * sizeof(float);
+  const Fit& f = warm_call(p, s, p.gemv_warm, w_bytes) ? p.gemv_warm : p.gemv;
   return std::max(0.0, f.at(double(rows), double(rows) * s.shape.k * s.shape.n));
 }
-double pool_tile_s(const Profile& p, const OpShape& s, std::size_t bags) {
-  const double lookups = double(bags) * s.pool;
-  return std::max(0.0, p.embedding.at(lookups, lookups * s.n));
+// An embedding tile: random rows from memory, or from the caches when the call repeats on the
+// same indices and every row it looks up (the global batch's bags of this rank's tables) fits.
+double pool_tile_s(const Profile& p, const SimSetup& s, std::size_t bags) {
+  const OpShape& sh = s.shape;
+  const double rows_bytes =
+      double(sh.m) * double(sh.tables) * double(sh.pool) * double(sh.n) * sizeof(float);
+  const Fit& f = warm_call(p, s, p.embedding_warm, rows_bytes) ? p.embedding_warm : p.embedding;
+  const double lookups = double(bags) * sh.pool;
+  return std::max(0.0, f.at(lookups, lookups * sh.n));
 }
 
 // ---- GemvAllReduce ----
@@ -244,7 +254,7 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
       task.label = "pool";
       task.tile = static_cast<long long>(t);
       task.peer = b.peer;
-      task.steps.push_back(SimStep::compute(pool_tile_s(p, s.shape, b.block.rows)));
+      task.steps.push_back(SimStep::compute(pool_tile_s(p, s, b.block.rows)));
       if (b.peer != topo.rank)
         task.steps.push_back(SimStep::send(b.peer, kBlock | b.flag, bytes,
                                            topo.on_node(b.peer) ? SimPath::Flag : SimPath::Mpi,
@@ -361,7 +371,7 @@ std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topol
   }
   const EmbeddingLayout l = embedding_layout(s);
   for (const EmbeddingTile& k : embedding_tiles(topo, l.grid, c, nc, false)) {
-    tiles.push_back(pool_tile_s(p, s.shape, k.bag1 - k.bag0));
+    tiles.push_back(pool_tile_s(p, s, k.bag1 - k.bag0));
     if (send_bytes) (*send_bytes)[k.dst] += double(k.bag1 - k.bag0) * s.shape.n * kFloat;
   }
   return tiles;

@@ -29,10 +29,11 @@ struct SimSetup {
   /// kernel (it polls MPI), besides the CPU of each receive. An upper bound: the real proxy backs
   /// off (sleeps) while nothing arrives.
   bool proxy_polls = false;
-  /// The call repeats on the same weights (a benchmark's loop): GEMV weights whose node's share
-  /// (W per rank x ranks per node) fits in half the profile's cache_bytes stay in the caches,
-  /// and their tiles cost the profile's gemv_warm points. Off: a model's many layers stream
-  /// their weights from memory.
+  /// The call repeats on the same weights and indices (a benchmark's loop): data whose node's
+  /// share (per rank: GEMV's W, or the rows an embedding call looks up; times ranks_per_cache)
+  /// fits in half the profile's cache_bytes stay in the caches, and their tiles cost the
+  /// profile's gemv_warm or embedding_warm points. Off: a model's many layers stream their
+  /// weights from memory, and a training step looks up a new batch.
   bool repeated_call = false;
   /// Ranks whose weights share one last-level cache (0: ranks_per_node). More than a node's
   /// when the nodes are emulated on one machine: tools/cluster's nodes share this VM's one L3.

@@ -33,7 +33,7 @@ TEST(Calibrate, WritesAProfileTheModelReads) {
     EXPECT_GT(p.reduce.c[1], 0);
     EXPECT_EQ(p.gemv.points, 24);  // rows 16-4096 x K 16-4096, at most 16 MiB of W
     // The model reads the measured points (the slowest rank's), every one kept, positive.
-    for (const model::Fit* f : {&p.gemv, &p.gemv_warm, &p.embedding, &p.gemm}) {
+    for (const model::Fit* f : {&p.gemv, &p.gemv_warm, &p.embedding, &p.embedding_warm, &p.gemm}) {
       EXPECT_EQ(static_cast<int>(f->table.size()), f->points);
       for (const model::Sample& s : f->table)
         EXPECT_GT(s.t, 0);

@@ -384,6 +384,7 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   p.gemv.points = 12;
   p.gemv.table = {{16, 256, 1e-6}, {1024, 16384, 2e-5}};
   p.gemv_warm.table = {{16, 256, 5e-7}};
+  p.embedding_warm.table = {{8, 512, 4e-7}};
   p.cache_bytes = 32 << 20;
   p.shm.bulk_beta = 0.15e-9;
   save_profile(p, dir + "/sub/p.json");  // creates the directory
@@ -394,18 +395,21 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_EQ(q.gemv.table[1].t, 2e-5);
   EXPECT_EQ(q.shm.bulk_beta, 0.15e-9);
   EXPECT_EQ(q.gemv_warm.table.size(), 1u);
+  EXPECT_EQ(q.embedding_warm.table.size(), 1u);
   EXPECT_EQ(q.cache_bytes, 32 << 20);
   // A profile from before the tables and the bulk copy still loads: the line, the ping-pong.
   nlohmann::json old = nlohmann::json::parse(to_json_text(p));
   old["compute"]["gemv"].erase("table");
   old["paths"]["shm"].erase("bulk_beta");
   old["compute"].erase("gemv_warm");
+  old["compute"].erase("embedding_warm");
   old.erase("cache_bytes");
   std::ofstream(dir + "/old.json") << old.dump();
   const Profile o = load_profile(dir + "/old.json");
   EXPECT_TRUE(o.gemv.table.empty());
   EXPECT_EQ(o.shm.bulk_beta, 0);
   EXPECT_TRUE(o.gemv_warm.table.empty());
+  EXPECT_TRUE(o.embedding_warm.table.empty());
   EXPECT_EQ(o.cache_bytes, 0);
   std::filesystem::remove_all(dir);
 }
