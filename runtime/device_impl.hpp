@@ -68,8 +68,11 @@ struct Worker {
   int cu = 0;
   int slot = 0;
   int lane = 0;
-  bool idle = true;                       // guarded by mu
-  Task task;                              // written under mu before mailbox becomes kHasTask
+  bool idle = true;  // guarded by mu
+  Task task;         // written under mu before mailbox becomes kHasTask
+  // When the thread last woke from its futex (steady clock, ns): how long it has run since, which
+  // the scheduler reads for its own thread only.
+  std::int64_t awake_since_ns = 0;
   std::atomic<std::uint32_t> mailbox{0};  // kEmpty / kHasTask / kStop
   std::thread thread;
   static constexpr std::uint32_t kEmpty = 0, kHasTask = 1, kStop = 2;
@@ -88,6 +91,11 @@ struct ComputeUnit {
   std::size_t max_lds_used = 0;
   int cpu = -1;  // core it is pinned to, -1 when unpinned
 };
+
+/// A worker that has run this long without sleeping is near the end of its OS time slice (1.5 ms
+/// here, enforced at 4 ms ticks): a WG of a high-priority stream then goes to a sleeping worker,
+/// which the OS runs on waking, rather than to it (DeviceImpl::schedule).
+inline constexpr std::int64_t kNearSliceEndNs = 1'000'000;
 
 /// Timer slack of the device's worker threads (PR_SET_TIMERSLACK), ns: their sleeps last what they
 /// ask for, not 50 us more.

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "runtime/device_impl.hpp"
@@ -12,6 +13,11 @@
 namespace tilecomm::detail {
 namespace {
 constexpr std::size_t kNoFit = std::numeric_limits<std::size_t>::max();
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 constexpr std::size_t kLdsAlign = 64;
 }  // namespace
 
@@ -87,13 +93,21 @@ void DeviceImpl::schedule(Worker* self, std::vector<Worker*>& wake) {
         if (better) best = c, best_off = off;
       }
       if (best < 0) break;  // nothing fits now; a lower-priority kernel with less LDS may
-      Worker* w = nullptr;
-      if (self && self->idle && self->cu == best) {
-        w = self;
-      } else {
-        for (int s = 0; s < slots && !w; ++s)
-          if (workers[best * slots + s]->idle) w = workers[best * slots + s].get();
+      // The caller takes the WG when it can (no wake-up), except a WG of a stream above normal
+      // priority when the caller has run for kNearSliceEndNs: that goes to a sleeping worker of
+      // the CU if there is one, which the OS runs on waking, while the caller keeps its turn for
+      // normal WGs. (Given to the caller after a chunk of compute tiles, the shaped mode's
+      // communication WG waited 3.5-11 ms for the core: the caller's slice ran out, and the
+      // compute worker it had woken, and another rank's, each ran a 4 ms tick first.)
+      const bool self_fits = self && self->idle && self->cu == best;
+      const bool hand_off = self_fits && k->stream->priority > Stream::kNormal &&
+                            now_ns() - self->awake_since_ns >= kNearSliceEndNs;
+      Worker* w = self_fits && !hand_off ? self : nullptr;
+      for (int s = 0; s < slots && !w; ++s) {
+        Worker* o = workers[best * slots + s].get();
+        if (o->idle && o != self) w = o;
       }
+      if (!w) w = self;  // no other worker idle: best had an idle slot, so self is it
       ComputeUnit& cu = cus[best];
       w->idle = false;
       w->task = Task{k, k->next++, best_off};
@@ -194,6 +208,7 @@ void DeviceImpl::worker_loop(Worker& w) {
   // backing-off wait (1-20 us) would last 55-80 us, longer than a whole small fused call's
   // communication. Device threads take 1 us (docs/runtime.md, "Waiting").
   prctl(PR_SET_TIMERSLACK, kWorkerTimerSlackNs);
+  w.awake_since_ns = now_ns();
   if (pinned) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -206,7 +221,10 @@ void DeviceImpl::worker_loop(Worker& w) {
     if (m == Worker::kEmpty) {
       Backoff spin(WaitPolicy::idle(cfg.spin_us));
       while (m == Worker::kEmpty) {
-        if (!spin.pause()) w.mailbox.wait(Worker::kEmpty, std::memory_order_acquire);
+        if (!spin.pause()) {
+          w.mailbox.wait(Worker::kEmpty, std::memory_order_acquire);
+          w.awake_since_ns = now_ns();
+        }
         m = w.mailbox.load(std::memory_order_acquire);
       }
     }

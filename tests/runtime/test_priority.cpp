@@ -111,5 +111,30 @@ TEST(Priority, LowerPriorityWorkgroupThatFitsRunsAheadOfOneThatDoesNot) {
   EXPECT_TRUE(h_saw_b_done.load());
 }
 
+// The shaped mode's hand-over (docs/runtime.md): a worker that has run a long compute WG without
+// sleeping (past kNearSliceEndNs, near the end of its OS time slice) does not take the
+// high-priority WG its finish releases: a sleeping worker of the CU does, which the OS runs on
+// waking, and the running one takes the next normal WG. 1 CU, 2 slots, the compute WGs shaped by
+// LDS to one at a time (48 of 64 KiB each): C0 runs 3 ms, then the collective H (waiting on C0's
+// event) and C1 become ready together.
+TEST(Priority, LongRunningWorkerHandsTheHighPriorityWorkgroupToASleepingOne) {
+  Device d(config(1, 2, 64 << 10));
+  Stream compute = d.create_stream(Stream::kNormal);
+  Stream comm = d.create_stream(Stream::kHigh);
+  std::atomic<int> c0_slot{-1}, c1_slot{-1}, h_slot{-1};
+  compute.launch({"C0", {1, 1}, 48 << 10}, [&](const WorkgroupContext& wg) {
+    c0_slot = wg.slot;
+    const auto until = std::chrono::steady_clock::now() + 3ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  comm.wait(compute.record());
+  comm.launch({"H", {1, 1}, 0}, [&](const WorkgroupContext& wg) { h_slot = wg.slot; });
+  compute.launch({"C1", {1, 1}, 48 << 10}, [&](const WorkgroupContext& wg) { c1_slot = wg.slot; });
+  d.synchronize();
+  EXPECT_NE(h_slot.load(), c0_slot.load()) << "the worker that ran C0 for 3 ms kept H";
+  EXPECT_EQ(c1_slot.load(), c0_slot.load());
+}
+
 }  // namespace
 }  // namespace tilecomm
