@@ -56,7 +56,11 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
     return;
   }
   const double slice = bytes / q;
-  if (q > 1) {  // node-local reduce-scatter: read q - 1 slices, add them
+  if (q > 1) {
+    // Node-local reduce-scatter: stage the input in the segment (two_shot: all but my slice;
+    // hierarchical: all of it), then read the q - 1 other ranks' copies of my slice and add.
+    const double staged = nn == 1 ? (q - 1) * slice : bytes;
+    steps.push_back(SimStep::compute(copy_seconds(p, staged)));
     node_exchange(steps, topo, base + 1);
     steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * slice)));
   }
@@ -82,9 +86,9 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
         steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 5));
     }
   }
-  if (q > 1) {  // node-local all-gather: copy the q - 1 other slices
+  if (q > 1) {  // node-local all-gather: copy every reduced slice, mine too, into the output
     node_exchange(steps, topo, base + 2);
-    steps.push_back(SimStep::compute(copy_seconds(p, (q - 1) * slice)));
+    steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
   }
 }
 
@@ -93,7 +97,10 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
   const double node_slice = bytes / q;  // what a local rank sums for its node
-  if (q > 1) {                          // read my node slice from the q - 1 peers, add
+  if (q > 1) {
+    // Stage the input in the segment (shm: every block but mine; hierarchical: every block),
+    // then read my node slice from the q - 1 peers and add.
+    steps.push_back(SimStep::compute(copy_seconds(p, nn == 1 ? (q - 1) * node_slice : bytes)));
     node_exchange(steps, topo, base + 6);
     steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * node_slice)));
   }

@@ -196,6 +196,35 @@ TEST(Sim, ReduceScatterFoldsEachMessageAsItArrives) {
   EXPECT_NEAR(simulate(ranks, 1, bare(0, kPart / kMs)).time, 1.1 * kMs, 1e-9);
 }
 
+// The on-node collectives as the simulator replays them, two ranks on one node, 1 MB: copies at
+// 1 ns/B, adds at 0.5 ns/B. AllReduce two_shot stages all but its own half in the segment (0.5 ms),
+// adds the peer's copy of its half (0.25 ms), then copies both reduced halves into its output
+// (1 ms): 1.75 ms. ReduceScatter(shm) stages the peer's block (0.5 ms) and adds (0.25 ms). Before,
+// the replay left out the staging and the own half's copy: 0.75 and 0.25 ms, and the one-node
+// sequential GEMV M = 262144 was predicted at 0.74-0.80x its measured time.
+TEST(Sim, OnNodeCollectivesStageTheirInput) {
+  Profile p;
+  p.shm.measured = true;
+  p.shm.time.c = {0, 1e-9, 0};
+  p.reduce.c = {0, 0.5e-9, 0};
+  constexpr double kBytes = 1e6;
+  auto run = [&](bool allreduce) {
+    std::vector<SimRank> ranks(2);
+    for (int r = 0; r < 2; ++r) {
+      const detail::Topology topo = detail::block_topology(r, 1, 2);
+      std::vector<SimStep> steps;
+      if (allreduce)
+        allreduce_steps(steps, topo, kBytes, p, 0);
+      else
+        reduce_scatter_steps(steps, topo, kBytes, p, 0);
+      ranks[r].tasks.push_back({steps, "collective"});
+    }
+    return simulate(ranks, 2, bare(0, 1e12)).time;
+  };
+  EXPECT_NEAR(run(true), 1.75 * kMs, 1e-9);
+  EXPECT_NEAR(run(false), 0.75 * kMs, 1e-9);
+}
+
 // A repeated call (a benchmark's loop) charges GEMV tiles the warm points while the node's W fits
 // in half the profile's cache, else the streamed ones; a one-off call always streams. M = 64,
 // K = 8, float32: 2 KiB of W per rank, 4 KiB for a node of two ranks.
