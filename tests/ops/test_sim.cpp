@@ -22,6 +22,17 @@ SimCosts bare(double latency_s, double bytes_per_s) {
   return c;
 }
 
+// An operator call on `nodes` x `ranks_per_node` ranks of one CU and one slot each.
+SimSetup one_slot(const OpShape& shape, int nodes, int ranks_per_node) {
+  SimSetup s;
+  s.shape = shape;
+  s.nodes = nodes;
+  s.ranks_per_node = ranks_per_node;
+  s.cus = 1;
+  s.slots = 1;
+  return s;
+}
+
 // Two ranks on two nodes, one slot and core each: 4 tiles of 1 ms, each sent to the peer (0.5 ms
 // on the wire), then 4 tasks awaiting the peer's tiles. Tiles leave at 1, 2, 3, 4 ms and land
 // 0.5 ms later; the last await ends at 4.5 ms.
@@ -150,12 +161,7 @@ TEST(Sim, GemvSequentialAndFusedByHand) {
   Profile p;
   p.gemv.c = {1 * kMs, 0, 0};
   p.shm.measured = p.mpi.measured = true;
-  SimSetup s;
-  s.shape = {OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16};
-  s.nodes = 2;
-  s.ranks_per_node = 1;
-  s.cus = 1;
-  s.slots = 1;
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
   s.options.fused_algorithm = FusedAlgorithm::TwoShot;
   s.options.shaped.chunks = 1;
   const SimCosts c = bare(0.5 * kMs, 64 / (0.25 * kMs));
@@ -235,12 +241,7 @@ TEST(Sim, RepeatedCallsOnCachedWeightsCostTheWarmPoints) {
   p.gemv_warm.table = {{16, 16 * 8, 0.25 * kMs}};  // warm: 0.25 ms a 16-row tile
   p.shm.measured = p.mpi.measured = true;
   p.cache_bytes = 8 << 10;
-  SimSetup s;
-  s.shape = {OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16};  // 4 tiles
-  s.nodes = 1;
-  s.ranks_per_node = 2;
-  s.cus = 1;
-  s.slots = 1;
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 1, 2);  // 4 tiles
   const SimCosts c = bare(0, 1e12);
   EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);
   s.repeated_call = true;
@@ -262,12 +263,8 @@ TEST(Sim, RanksSharingOneCacheShareItsRoom) {
   p.gemv_warm.table = {{16, 16 * 8, 0.25 * kMs}};
   p.shm.measured = p.mpi.measured = true;
   p.cache_bytes = 4 << 10;
-  SimSetup s;
-  s.shape = {OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16};  // 4 tiles, 2 KiB of W per rank
-  s.nodes = 2;
-  s.ranks_per_node = 1;
-  s.cus = 1;
-  s.slots = 1;
+  // 4 tiles, 2 KiB of W per rank.
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
   s.repeated_call = true;
   const SimCosts c = bare(0, 1e12);
   EXPECT_NEAR(simulate_modes(p, s, c).compute, 1 * kMs, 1e-9);  // one rank per cache: warm
@@ -286,12 +283,7 @@ TEST(Sim, RepeatedEmbeddingCallsOnCachedRowsCostTheWarmPoints) {
   p.embedding_warm.table = {{16, 16 * 8, 0.25 * kMs}};  // warm: a quarter of it
   p.shm.measured = p.mpi.measured = true;
   p.cache_bytes = 16 << 10;
-  SimSetup s;
-  s.shape = {OpKind::EmbeddingAllToAll, 64, 0, 8, 1, 2, 16};
-  s.nodes = 1;
-  s.ranks_per_node = 2;
-  s.cus = 1;
-  s.slots = 1;
+  SimSetup s = one_slot({OpKind::EmbeddingAllToAll, 64, 0, 8, 1, 2, 16}, 1, 2);
   const SimCosts c = bare(0, 1e12);
   const double cold = simulate_modes(p, s, c).compute;
   EXPECT_NEAR(cold, 8 * kMs, 1e-9);  // 64 bags x 2 lookups on this rank's table
