@@ -92,9 +92,9 @@ struct ComputeUnit {
   int cpu = -1;  // core it is pinned to, -1 when unpinned
 };
 
-/// A worker that has run this long without sleeping is near the end of its OS time slice (1.5 ms
-/// here, enforced at 4 ms ticks): a WG of a high-priority stream then goes to a sleeping worker,
-/// which the OS runs on waking, rather than to it (DeviceImpl::schedule).
+/// A worker that has run this long without sleeping is near the end of its OS time slice (the
+/// kernel here preempts at 4 ms ticks): a WG of a high-priority stream then goes to a sleeping
+/// worker, which the OS runs on waking, rather than to it (DeviceImpl::schedule).
 inline constexpr std::int64_t kNearSliceEndNs = 1'000'000;
 
 /// Timer slack of the device's worker threads (PR_SET_TIMERSLACK), ns: their sleeps last what they

@@ -13,12 +13,12 @@
 namespace tilecomm::detail {
 namespace {
 constexpr std::size_t kNoFit = std::numeric_limits<std::size_t>::max();
+constexpr std::size_t kLdsAlign = 64;
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-constexpr std::size_t kLdsAlign = 64;
 }  // namespace
 
 bool DeviceImpl::advance_all() {

@@ -72,8 +72,9 @@ struct Profile {
   /// EmbeddingAllToAll, float32 pooling: x1 = lookups (a row fetched at random: a cache miss),
   /// x2 = lookups x dim.
   Fit embedding;
-  /// The same tiles fetching rows already in the caches (one set of indices looked up again: a
-  /// loop calling one operator on the same batch). Empty in older profiles.
+  /// The same tiles fetching rows the L3 holds (random rows of an 8 MiB set read just before,
+  /// scattered over a large table: a loop calling one operator on the same batch). Empty in
+  /// older profiles.
   Fit embedding_warm;
   /// GEMM tiles (GemmAllToAll, GemmReduceScatter; tilecomm's packed GEMM): x1 = rows,
   /// x2 = rows x K x N (multiply-adds).
