@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <span>
 
 #include "collectives/reduce.hpp"
 
@@ -77,8 +78,9 @@ void FusedPlan::reduce_partials(const WorkgroupContext& wg, const TileFlags& fla
   node.resize(count);
   for (int n = 0; n < topo.num_nodes; ++n) {
     const bool summed = node_sum_from && n != topo.node;
-    const std::vector<int> one = summed ? std::vector<int>{node_sum_from(n)} : std::vector<int>{};
-    const std::vector<int>& ranks = summed ? one : topo.node_ranks[n];
+    const int relay = summed ? node_sum_from(n) : -1;  // no vector per node and block
+    const std::span<const int> ranks =
+        summed ? std::span<const int>(&relay, 1) : std::span<const int>(topo.node_ranks[n]);
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       const int s = ranks[i];
       await(wg, s, flags, static_cast<std::size_t>(s) * stride + idx, what);
