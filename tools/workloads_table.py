@@ -31,11 +31,15 @@ def cell(v, ranges=False):
 
 
 def auto(r):
-    """Auto's time over the best fixed variant's, with the mode it settled on (runs from before
-    the Auto column: a dash)."""
+    """Auto's time over the best fixed variant's, with the mode it settled on: from the A/B of the
+    two after the rounds (the bar's figure), then in the rounds themselves, which favour tied
+    variants (runs from before the A/B: the rounds' figure alone; before the Auto column: a dash)."""
     if "auto_over_best_fixed" not in r:
         return "—"
-    return f'{r["auto_over_best_fixed"]:.2f} ({r["auto_choice"]})'
+    if "auto_ab_over_best_fixed" not in r:
+        return f'{r["auto_over_best_fixed"]:.2f} ({r["auto_choice"]})'
+    return (f'{r["auto_ab_over_best_fixed"]:.2f} ({r["auto_choice"]}; '
+            f'rounds {r["auto_over_best_fixed"]:.2f})')
 
 
 def main(argv):

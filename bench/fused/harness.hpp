@@ -81,6 +81,28 @@ Timing timed(const NodeCpu& node, Fn&& fn) {
   return t;
 }
 
+/// Mode::Auto against the best fixed variant in an A/B of their own, run after the rounds that
+/// picked that variant (issue 15's bar, "Auto within 5 % of the best fixed mode"). Judged against
+/// the rounds' lowest median instead, Auto loses wherever variants tie: the lowest of several
+/// medians of one distribution sits below its median (the winner's curse), and decode rows whose
+/// four variants tied measured Auto, on one of them, at 1.06-1.16x "the best". The A/B's samples
+/// play no part in picking the variant. `run(0)` times an Auto call, `run(1)` one of the best
+/// variant; each of `rounds` rounds runs both, in an order drawn per round (round_order).
+struct AutoAb {
+  Stats autom, best;
+  int rounds = 0;
+  double ratio() const { return best.median > 0 ? autom.median / best.median : 0; }
+};
+
+template <class Run>
+AutoAb auto_ab(int rounds, Run&& run) {
+  std::vector<double> t[2];
+  for (int r = 0; r < rounds; ++r)
+    for (const int v : round_order(2, r))
+      t[v].push_back(run(v).wall);
+  return {stats_of(t[0]), stats_of(t[1]), rounds};
+}
+
 /// One fused iteration of `variant` from every rank as a Chrome trace, merged on rank 0 into
 /// `path`. Collective.
 inline void write_fused_trace(Communicator& comm, Device& dev, OpBench& bench,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 15's bar for Mode::Auto: within 5 % of the best fixed mode on every row of the README's
 # balanced-shape table. Re-runs each row (the ratio run_suite.sh found, read from its JSON) with
-# fused_perf --auto: Auto on a context of its own, called until it settles (its trial calls are
-# counted, not timed), then timed interleaved with the fixed modes. Writes
+# fused_perf --auto: Auto on the fixed modes' context (fused_perf.cpp says why), called until it
+# settles (its trial calls are counted, not timed), then timed interleaved with the fixed modes,
+# then in an A/B against the fastest of them (the bar's figure: harness.hpp, auto_ab). Writes
 # bench/results/auto/<op>_<setting>.json and prints the table (tools/auto_table.py).
 # Needs root (tools/cluster) and run_suite.sh's JSON. Auto uses a cost profile if one is found
 # (TILECOMM_PROFILE, or the default path; docs/model.md), else it measures. With PROFILES=1 each

@@ -187,6 +187,30 @@ TEST(RoundOrder, EveryVariantFollowsEveryOther) {
   EXPECT_EQ(round_order(1, 3), std::vector<int>{0});
 }
 
+
+// The A/B that judges Auto: both sides every round, either going first, and the ratio of their
+// medians (a side's outlier does not move it).
+TEST(AutoAb, BothSidesEveryRoundEitherFirst) {
+  std::vector<int> calls;
+  const AutoAb ab = auto_ab(9, [&](int v) {
+    calls.push_back(v);
+    const bool outlier = v == 1 && calls.size() == 2;
+    return Timing{v == 0 ? 105.0 : (outlier ? 1e6 : 100.0), 0};
+  });
+  ASSERT_EQ(calls.size(), 18u);
+  int auto_first = 0;
+  for (std::size_t r = 0; r < 9; ++r) {
+    EXPECT_NE(calls[2 * r], calls[2 * r + 1]);
+    auto_first += calls[2 * r] == 0;
+  }
+  EXPECT_GT(auto_first, 0);
+  EXPECT_LT(auto_first, 9);
+  EXPECT_EQ(ab.rounds, 9);
+  EXPECT_DOUBLE_EQ(ab.autom.median, 105.0);
+  EXPECT_DOUBLE_EQ(ab.best.median, 100.0);
+  EXPECT_DOUBLE_EQ(ab.ratio(), 1.05);
+  EXPECT_DOUBLE_EQ(auto_ab(0, [](int) { return Timing{}; }).ratio(), 0.0);
+}
 // Issue 13's bars from a row's medians (docs/workloads.md).
 TEST(Bars, OverlapRowMeetsAllThree) {
   // compute 100, comm 50, sequential 150, best other 130, fused 105 (2 cores, CPU 120).

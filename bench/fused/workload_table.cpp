@@ -34,6 +34,7 @@ struct Row {
   std::vector<Tuned> tuned;
   Column automode;  // Mode::Auto on a context of its own, timed once settled (knob: its choice)
   int auto_trials = 0;
+  AutoAb ab;  // then Auto against best_fixed() in an A/B of their own (harness.hpp)
   int cores = 1;
   long long wrong = 0;
 
@@ -109,6 +110,11 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
   for (std::size_t i : live)
     row.cols[i].time = stats_of(t[i]);
   row.automode.time = stats_of(ta);
+  const Column& best = row.best_fixed();
+  row.ab = auto_ab(static_cast<int>(t[0].size()), [&](int v) {
+    return v == 0 ? timed(node, [&] { bench.run(Mode::Auto, row.automode.variant); })
+                  : timed(node, [&] { bench.run(best.mode, best.variant); });
+  });
   // The reference, then every other variant against it.
   bench.run(Mode::Sequential, 0);
   bench.record_reference();
@@ -200,6 +206,9 @@ nlohmann::json to_json(const WorkloadCase& w, const OpBench& bench, const Row& r
       {"auto_trials", r.auto_trials},
       {"best_fixed", r.best_fixed().name},
       {"auto_over_best_fixed", r.automode.time.median / r.best_fixed().time.median},
+      {"auto_ab",
+       {{"rounds", r.ab.rounds}, {"auto", stats(r.ab.autom)}, {"best", stats(r.ab.best)}}},
+      {"auto_ab_over_best_fixed", r.ab.ratio()},
       {"wrong", r.wrong}};
   if (bars.recovered) {
     j["bar_recovered_075"] = bars.recovered_075;
@@ -219,7 +228,9 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
         "in ms: median [min,max] of the slowest rank over {} rounds (+{} warm-up), every variant "
         "once per round; tuned baselines ({} rounds per candidate) show the winning knob; auto = "
         "Mode::Auto on a "
-        "context of its own, timed after its trial calls, with the mode it settled on. cpu = "
+        "context of its own, timed after its trial calls, with the mode it settled on; auto / "
+        "best fixed: in the rounds, then in an A/B of Auto and that variant alone (as many "
+        "rounds; the bar's figure: the rounds' lowest median favours tied variants). cpu = "
         "compute_cpu + comm_cpu (ms, summed over a node's ranks); ideal_cpu = max(compute, comm, "
         "cpu / cores); recovered = (sequential - fused) / (sequential - ideal_cpu), n/a where the "
         "possible saving, min(sequential - ideal_cpu, compute, comm), is under 5 % of "
@@ -227,9 +238,9 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
         "| workload | layer | shape | compute | comm | cpu | ideal_cpu | sequential | seq. best "
         "collective | shaped LDS | shaped non-blocking | shaped CU mask | fused | best other | "
         "fused / best other | fused / ideal_cpu | recovered | bars | auto (choice) | auto / best "
-        "fixed | wrong |\n"
+        "fixed: rounds | A/B | wrong |\n"
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:"
-        "|---:|---:|\n",
+        "|---:|---:|---:|\n",
         comm.size(), comm.num_nodes(), dev.num_cus(), dev.wg_slots_per_cu(), node.cores(),
         run.iters, run.warmup, run.tune_iters);
   nlohmann::json out = nlohmann::json::array();
@@ -242,7 +253,7 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
     if (root) {
       fmt::print(
           "| {} | {} | {} | {} | {} | {:.2f} | {:.2f} | {} | {} | {} | {} | {} | {} | {} | "
-          "{:.2f} | {:.2f} | {} | {} | {} ({}) | {:.2f} | {} |\n",
+          "{:.2f} | {:.2f} | {} | {} | {} ({}) | {:.2f} | {:.2f} | {} |\n",
           w.workload, w.label, bench->shape(), ms(r.compute), ms(r.comm),
           (r.compute_cpu.median + r.comm_cpu.median) * 1e-3, bars.ideal_cpu * 1e-3,
           col_cell(r.cols[0]), col_cell(r.cols[1]), col_cell(r.cols[2]), col_cell(r.cols[3]),
@@ -251,7 +262,7 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
           r.fused().time.median / bars.ideal_cpu,
           bars.recovered ? fmt::format("{:.2f}", *bars.recovered) : "n/a (saving < 5 %)",
           bars.text(), ms(r.automode.time), r.automode.knob,
-          r.automode.time.median / r.best_fixed().time.median, r.wrong);
+          r.automode.time.median / r.best_fixed().time.median, r.ab.ratio(), r.wrong);
       std::fflush(stdout);
     }
     out.push_back(to_json(w, *bench, r, comm, dev));
