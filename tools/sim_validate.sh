@@ -8,13 +8,17 @@
 # nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each). BURST=BYTES sets the
 # emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate). SHM_BIND=core binds the
 # one-node ranks to a core each (Open MPI's own default at np 2; default: none, as the README's
-# benchmarks run).
+# benchmarks run). MIN_TIMED_MS (default 10) takes timed rounds beyond ITERS until the compute-only
+# calls add up to that many ms (fused_perf --min-timed-ms): the 35-100 us calls of GEMV M=16384
+# get about 300 rounds, not 10 (ten of them are a handful of scheduler wake-ups); rows of 1 ms and
+# more keep ITERS.
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
 out=${2:-bench/results/sim}
 iters=${ITERS:-10}
 lead_in_ms=${LEAD_IN_MS:-10}
+min_timed_ms=${MIN_TIMED_MS:-10}
 settings=${SETTINGS:-"shm 2n1g 2n5g 3n1g 4n1g 2n2g"}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
@@ -44,6 +48,6 @@ for s in $settings; do
     "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec
     run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
-      --lead-in-ms "$lead_in_ms" --json "$out/${1}_${2}_$s.json"
+      --lead-in-ms "$lead_in_ms" --min-timed-ms "$min_timed_ms" --json "$out/${1}_${2}_$s.json"
   done
 done

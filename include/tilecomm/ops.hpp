@@ -34,11 +34,12 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// blocks: per mode one lead-in call (not timed) and OpOptions::auto_rounds timed calls of the same
 /// mode, so each timed call follows a call of its own mode as it will once settled; then every
 /// rank settles on the same mode for good: the one with the lowest median of the slowest rank's
-/// call time, where a mode other than sequential must beat sequential by 5 % (noise margin). When
+/// call time, where a mode other than sequential must beat sequential by 2 % (noise margin). When
 /// another mode's fastest trial call was no slower than that mode's median (not clear), it first
-/// runs another pass of blocks (in rotated order), at most twice; and while the timed calls add up
-/// to under OpOptions::auto_min_trial_ms (20 ms; calls of a few hundred microseconds), at most 8
-/// times in all. Settling costs one small AllReduce per decision.
+/// runs another pass of blocks (in rotated order): at least twice, and on while the timed calls
+/// add up to under 10x OpOptions::auto_min_trial_ms; a clear result too while they add up to under
+/// auto_min_trial_ms (20 ms; calls of a few hundred microseconds); at most 8 extra passes in all.
+/// Settling costs one small AllReduce per decision.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls
 /// are ordinary calls. Pass Auto on every rank for the same calls, like any collective argument;
 /// calls with an explicit mode in between are neither timed nor counted.
@@ -107,13 +108,13 @@ struct OpOptions {
   /// above; see the operator's header. Must be equal on every rank.
   FusedAlgorithm fused_algorithm = FusedAlgorithm::Auto;
   /// Mode::Auto's timed calls per mode (each block: a lead-in, then these) before it settles; >= 1
-  /// (up to 3x as many when the result is not clear, 9x when the calls are short). Must be equal
-  /// on every rank.
+  /// (up to 3x as many when the result is not clear, 9x when the calls are short, or unclear
+  /// and a few ms). Must be equal on every rank.
   int auto_rounds = 3;
   /// Mode::Auto: measured trials adding up to less than this (milliseconds, the slowest rank's
-  /// calls) are extended by another pass of blocks, at most 8 times in all: a few sub-millisecond
-  /// calls per mode are too few samples on a shared machine. >= 0 (0: off). Must be equal
-  /// on every rank.
+  /// calls), or to less than 10x this when they do not tell the modes apart, are extended by
+  /// another pass of blocks, at most 8 times in all: a few sub-millisecond calls per mode are too
+  /// few samples on a shared machine. >= 0 (0: off). Must be equal on every rank.
   double auto_min_trial_ms = 20;
   /// Mode::Auto's cost profile: "" = the file TILECOMM_PROFILE names, else the default path
   /// ($XDG_CACHE_HOME or ~/.cache, tilecomm/profile-<host>-<version>.json) if that file exists (a

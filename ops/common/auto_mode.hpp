@@ -20,7 +20,8 @@
 // rank's time of every measured call (one small AllReduce) and settle on choose_auto_mode() of it —
 // unless that choice is not clear (auto_choice_is_clear), or the measured calls took under
 // OpOptions::auto_min_trial_ms in all: then another pass follows (at most kAutoExtensions, or
-// kAutoShortExtensions, times), and the ranks agree again.
+// kAutoShortExtensions, times; unclear trials under kAutoUnclearTrialFactor x that bound count as
+// short), and the ranks agree again.
 // Barriers and the AllReduces are the only communication Auto adds, and only while trying.
 #include <cstddef>
 #include <iterator>
@@ -35,9 +36,12 @@ namespace tilecomm::detail {
 /// The modes Auto tries, in the order of a round.
 inline constexpr Mode kAutoCandidates[] = {Mode::Sequential, Mode::Shaped, Mode::Fused};
 
-/// How much faster than sequential another mode must measure to be chosen: the noise margin that
-/// keeps Auto from settling on a mode that is no faster (sequential is the simplest path).
-inline constexpr double kAutoMargin = 0.05;
+/// How much faster than sequential another mode must measure to be chosen: the margin that keeps
+/// Auto on sequential (the simplest path) when the modes tie. It was 5 %, the bar's own width: on
+/// the one-node GEMV row, fused measured 7-13 % faster in the timed rounds, but its median over
+/// 9 trial calls missed 0.95x sequential's in 3 of 8 checks and Auto stayed 1.05-1.12x off the
+/// best. A mode that wins by less than 2 % and is in truth a little slower costs that little.
+inline constexpr double kAutoMargin = 0.02;
 
 /// The mode to settle on, from the slowest rank's time of each measured call and the mode it ran:
 /// per mode the median of its calls (modes without calls take no part); the fastest median wins,
@@ -57,6 +61,12 @@ inline constexpr int kAutoExtensions = 2;
 /// time). Short calls make the extra passes cheap: at most 9 passes of 12 calls (3 candidates, 3
 /// rounds).
 inline constexpr int kAutoShortExtensions = 8;
+
+/// Trials that are not clear may also extend past kAutoExtensions, up to kAutoShortExtensions in
+/// all, while they add up to under this many times OpOptions::auto_min_trial_ms (200 ms at the
+/// default 20 ms): modes 5-10 % apart need more than 9 calls each to be told apart (above), and on
+/// calls of a few ms the extra passes cost a fraction of a second, once.
+inline constexpr double kAutoUnclearTrialFactor = 10;
 
 /// Whether the trials tell `winner` (choose_auto_mode's) apart from every other measured mode: each
 /// other mode's fastest call is slower than the winner's median. Otherwise their calls overlap so
@@ -94,11 +104,13 @@ class AutoMode {
   void extend() { ++extensions_; }
   bool can_extend() const { return extensions_ < kAutoExtensions; }
   /// Whether trials that were `clear` (auto_choice_is_clear) and took `trial_seconds` in all
-  /// extend: unclear ones while can_extend(), short ones (under min_trial_seconds) at most
+  /// extend: unclear ones while can_extend(), or while under kAutoUnclearTrialFactor x
+  /// min_trial_seconds; short ones (under min_trial_seconds) too; all but the first at most
   /// kAutoShortExtensions times in all.
   bool should_extend(bool clear, double trial_seconds) const {
     if (!clear && can_extend()) return true;
-    return trial_seconds < min_trial_seconds_ && extensions_ < kAutoShortExtensions;
+    const double budget = clear ? min_trial_seconds_ : kAutoUnclearTrialFactor * min_trial_seconds_;
+    return trial_seconds < budget && extensions_ < kAutoShortExtensions;
   }
   /// The settled mode; empty while trying.
   std::optional<Mode> choice() const { return choice_; }
