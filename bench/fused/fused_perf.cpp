@@ -144,10 +144,11 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
     row.best_fixed = modes.front();
     for (Mode mode : modes)
       if (row.mode[int(mode)].median < row.mode[int(row.best_fixed)].median) row.best_fixed = mode;
-    row.ab = auto_ab(static_cast<int>(tc.size()), [&](int v) {
-      const Mode mode = v == 0 ? Mode::Auto : row.best_fixed;
-      return led_in([&] { return timed(node, [&] { bench->run(mode, auto_variant); }); });
-    });
+    row.ab =
+        auto_ab(static_cast<int>(tc.size()), std::max(o.lead_in_ms, kAutoAbLeadInMs), [&](int v) {
+          const Mode mode = v == 0 ? Mode::Auto : row.best_fixed;
+          return timed(node, [&] { bench->run(mode, auto_variant); });
+        });
   }
   if (o.check) {
     bench->run(Mode::Sequential);

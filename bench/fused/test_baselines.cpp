@@ -187,12 +187,11 @@ TEST(RoundOrder, EveryVariantFollowsEveryOther) {
   EXPECT_EQ(round_order(1, 3), std::vector<int>{0});
 }
 
-
 // The A/B that judges Auto: both sides every round, either going first, and the ratio of their
 // medians (a side's outlier does not move it).
 TEST(AutoAb, BothSidesEveryRoundEitherFirst) {
   std::vector<int> calls;
-  const AutoAb ab = auto_ab(9, [&](int v) {
+  const AutoAb ab = auto_ab(9, 0, [&](int v) {
     calls.push_back(v);
     const bool outlier = v == 1 && calls.size() == 2;
     return Timing{v == 0 ? 105.0 : (outlier ? 1e6 : 100.0), 0};
@@ -209,7 +208,22 @@ TEST(AutoAb, BothSidesEveryRoundEitherFirst) {
   EXPECT_DOUBLE_EQ(ab.autom.median, 105.0);
   EXPECT_DOUBLE_EQ(ab.best.median, 100.0);
   EXPECT_DOUBLE_EQ(ab.ratio(), 1.05);
-  EXPECT_DOUBLE_EQ(auto_ab(0, [](int) { return Timing{}; }).ratio(), 0.0);
+  EXPECT_DOUBLE_EQ(auto_ab(0, 0, [](int) { return Timing{}; }).ratio(), 0.0);
+}
+
+// With a lead-in, each timed call follows untimed calls of its own side adding up to the lead-in
+// (here 3 calls of 400 us for 1 ms), and only the timed ones are kept.
+TEST(AutoAb, EachTimedCallFollowsItsOwnLeadIn) {
+  std::vector<int> calls;
+  const AutoAb ab = auto_ab(4, 1.0, [&](int v) {
+    calls.push_back(v);
+    return Timing{calls.size() % 4 == 0 ? 400.0 + v : 400.0, 0};
+  });
+  ASSERT_EQ(calls.size(), 4u * 2 * 4);
+  for (std::size_t i = 0; i < calls.size(); i += 4)
+    EXPECT_EQ(std::set<int>(calls.begin() + i, calls.begin() + i + 4).size(), 1u) << i;
+  EXPECT_DOUBLE_EQ(ab.autom.median, 400.0);
+  EXPECT_DOUBLE_EQ(ab.best.median, 401.0);
 }
 // Issue 13's bars from a row's medians (docs/workloads.md).
 TEST(Bars, OverlapRowMeetsAllThree) {

@@ -111,7 +111,7 @@ Row measure(const WorkloadRun& run, const Device& dev, const NodeCpu& node, OpBe
     row.cols[i].time = stats_of(t[i]);
   row.automode.time = stats_of(ta);
   const Column& best = row.best_fixed();
-  row.ab = auto_ab(static_cast<int>(t[0].size()), [&](int v) {
+  row.ab = auto_ab(static_cast<int>(t[0].size()), kAutoAbLeadInMs, [&](int v) {
     return v == 0 ? timed(node, [&] { bench.run(Mode::Auto, row.automode.variant); })
                   : timed(node, [&] { bench.run(best.mode, best.variant); });
   });
@@ -230,7 +230,8 @@ int run_workloads(const WorkloadRun& run, Communicator& comm, Device& dev, const
         "Mode::Auto on a "
         "context of its own, timed after its trial calls, with the mode it settled on; auto / "
         "best fixed: in the rounds, then in an A/B of Auto and that variant alone (as many "
-        "rounds; the bar's figure: the rounds' lowest median favours tied variants). cpu = "
+        "rounds, each timed call after 10 ms of its own kind; the bar's figure: the rounds' "
+        "lowest median favours tied variants). cpu = "
         "compute_cpu + comm_cpu (ms, summed over a node's ranks); ideal_cpu = max(compute, comm, "
         "cpu / cores); recovered = (sequential - fused) / (sequential - ideal_cpu), n/a where the "
         "possible saving, min(sequential - ideal_cpu, compute, comm), is under 5 % of "
