@@ -67,7 +67,7 @@ def main(argv):
     if compact:
         print("| workload | layer | shape | setting | sequential | best other variant | fused "
               "| fused / best other | fused / seq | fused / ideal_cpu | recovered | bars "
-              "| auto (choice) / best fixed | wrong |")
+              "| auto / best fixed: A/B (choice; rounds) | wrong |")
         print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     else:
         print("| workload | layer | shape | setting | " + " | ".join(c[1] for c in COLUMNS) +
