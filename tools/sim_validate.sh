@@ -10,8 +10,8 @@
 # one-node ranks to a core each (Open MPI's own default at np 2; default: none, as the README's
 # benchmarks run). MIN_TIMED_MS (default 10) takes timed rounds beyond ITERS until the compute-only
 # calls add up to that many ms (fused_perf --min-timed-ms): the 35-100 us calls of GEMV M=16384
-# get about 300 rounds, not 10 (ten of them are a handful of scheduler wake-ups); rows of 1 ms and
-# more keep ITERS.
+# get about 300 rounds, not 10; rows of 1 ms and more keep ITERS. (That fixes the median within a
+# run; on one node the row still moves between runs, 47-87 us sequential on 2026-11-28.)
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
