@@ -48,7 +48,7 @@ struct Row {
   int cores = 1;                // the node's cores (its ranks' affinity masks)
   bool has[3] = {false, false, false};
   long long wrong = 0;
-  // --auto: Mode::Auto on a context of its own, timed once it has settled.
+  // --auto: Mode::Auto on the fixed modes' context (measure() says why), timed once settled.
   Stats autom;
   std::string auto_choice;             // the mode it settled on ("" without --auto)
   int auto_trials = 0;                 // its calls before it settled (the user's first calls)

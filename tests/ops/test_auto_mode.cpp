@@ -123,6 +123,15 @@ TEST(AutoModeChoice, ClearOnlyWhenNoOtherCallBeatsTheWinnersMedian) {
   EXPECT_FALSE(auto_choice_is_clear(overlap, modes, F));
 }
 
+// Extends `a` for as long as it asks to, with trials that are `clear` and take `seconds` in all;
+// returns how many times.
+int extend_while(AutoMode& a, bool clear, double seconds) {
+  int n = 0;
+  for (; a.should_extend(clear, seconds); ++n)
+    a.extend();
+  return n;
+}
+
 // A result that is not clear adds a pass (the samples so far are kept), at most kAutoExtensions
 // times; then the context settles whatever they show.
 // Short trials (under the context's bound in all, here 20 ms) extend even when clear, at most
@@ -132,12 +141,7 @@ TEST(AutoModeSchedule, ShortTrialsExtendUpToTheirOwnLimit) {
   EXPECT_FALSE(a.should_extend(true, 0.02));
   EXPECT_TRUE(a.should_extend(true, 0.01));
   EXPECT_TRUE(a.should_extend(false, 1.0));
-  int extensions = 0;
-  while (a.should_extend(true, 0.001)) {
-    a.extend();
-    ++extensions;
-  }
-  EXPECT_EQ(extensions, kAutoShortExtensions);
+  EXPECT_EQ(extend_while(a, true, 0.001), kAutoShortExtensions);
   EXPECT_FALSE(a.should_extend(false, 0.001));  // the unclear rule's two are long used
   AutoMode b(3, 0.02);
   b.extend();
@@ -157,12 +161,7 @@ TEST(AutoModeSchedule, UnclearTrialsOfAFewMillisecondsExtendFurther) {
   EXPECT_TRUE(a.should_extend(false, 0.15));
   EXPECT_FALSE(a.should_extend(true, 0.15));
   EXPECT_FALSE(a.should_extend(false, 0.25));
-  int extensions = 2;
-  while (a.should_extend(false, 0.15)) {
-    a.extend();
-    ++extensions;
-  }
-  EXPECT_EQ(extensions, kAutoShortExtensions);
+  EXPECT_EQ(2 + extend_while(a, false, 0.15), kAutoShortExtensions);
 }
 
 TEST(AutoModeSchedule, AnUnclearResultExtendsTheTrialsAtMostTwice) {
