@@ -36,8 +36,8 @@ struct BenchAccess;  // the benchmark hooks' way in (tilecomm/bench_hooks.hpp)
 /// rank settles on the same mode for good: the one with the lowest median of the slowest rank's
 /// call time, where a mode other than sequential must beat sequential by 2 % (noise margin). When
 /// another mode's fastest trial call was no slower than that mode's median (not clear), it first
-/// runs another pass of blocks (in rotated order): at least twice, and on while the timed calls
-/// add up to under 10x OpOptions::auto_min_trial_ms; a clear result too while they add up to under
+/// runs another pass of blocks (in rotated order), up to twice, and more while the timed calls add
+/// up to under 10x OpOptions::auto_min_trial_ms; a clear result too while they add up to under
 /// auto_min_trial_ms (20 ms; calls of a few hundred microseconds); at most 8 extra passes in all.
 /// Settling costs one small AllReduce per decision.
 /// Every mode computes the same result (see each operator for the bitwise rules), so trial calls

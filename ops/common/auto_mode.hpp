@@ -39,8 +39,9 @@ inline constexpr Mode kAutoCandidates[] = {Mode::Sequential, Mode::Shaped, Mode:
 /// How much faster than sequential another mode must measure to be chosen: the margin that keeps
 /// Auto on sequential (the simplest path) when the modes tie. It was 5 %, the bar's own width: on
 /// the one-node GEMV row, fused measured 7-13 % faster in the timed rounds, but its median over
-/// 9 trial calls missed 0.95x sequential's in 3 of 8 checks and Auto stayed 1.05-1.12x off the
-/// best. A mode that wins by less than 2 % and is in truth a little slower costs that little.
+/// 9-12 trial calls missed 0.95x sequential's in 3 of 4 checks on 2026-11-28, and Auto stayed
+/// 1.10-1.12x off the best. A mode that wins by less than 2 % and is in truth a little slower
+/// costs that little.
 inline constexpr double kAutoMargin = 0.02;
 
 /// The mode to settle on, from the slowest rank's time of each measured call and the mode it ran:
@@ -104,9 +105,9 @@ class AutoMode {
   void extend() { ++extensions_; }
   bool can_extend() const { return extensions_ < kAutoExtensions; }
   /// Whether trials that were `clear` (auto_choice_is_clear) and took `trial_seconds` in all
-  /// extend: unclear ones while can_extend(), or while under kAutoUnclearTrialFactor x
-  /// min_trial_seconds; short ones (under min_trial_seconds) too; all but the first at most
-  /// kAutoShortExtensions times in all.
+  /// extend: unclear ones while can_extend(); then, while fewer than kAutoShortExtensions
+  /// extensions have run, unclear ones under kAutoUnclearTrialFactor x min_trial_seconds and clear
+  /// ones under min_trial_seconds.
   bool should_extend(bool clear, double trial_seconds) const {
     if (!clear && can_extend()) return true;
     const double budget = clear ? min_trial_seconds_ : kAutoUnclearTrialFactor * min_trial_seconds_;
