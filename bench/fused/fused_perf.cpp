@@ -92,12 +92,6 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
     row.auto_choice = std::string(to_string(settled.mode));
     row.auto_trials = settled.trials;
   }
-  // Untimed calls of `run` first (lead_in_ms > 0): the timed call follows calls of its own kind.
-  const auto led_in = [&](auto&& run) {
-    for (double spent = 0; spent < o.lead_in_ms * 1e3;)
-      spent += run().wall;
-    return run();
-  };
   // Each round runs the variants in a drawn order (round_order): none always goes first (and pays
   // for waking an idle device), none always follows the same one.
   const int variants = 2 + static_cast<int>(modes.size()) + (o.auto_mode ? 1 : 0);
@@ -112,7 +106,7 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
           return timed(node, [&] { bench->run(modes[v - 2]); });
         return timed(node, [&] { bench->run(Mode::Auto, auto_variant); });
       };
-      const Timing r = led_in(run);
+      const Timing r = led_in(o.lead_in_ms, run);  // untimed calls of its kind first (harness.hpp)
       if (v == 0)
         c = r;
       else if (v == 1)

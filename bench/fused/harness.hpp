@@ -81,6 +81,16 @@ Timing timed(const NodeCpu& node, Fn&& fn) {
   return t;
 }
 
+/// Untimed calls of `run` (a Timing()) adding up to at least `lead_in_ms` (none when 0), then one
+/// more, whose Timing is returned: the timed call follows calls of its own kind, as in a loop of
+/// them. Every rank makes the same number of calls (the walls are the slowest rank's, timed()).
+template <class Run>
+Timing led_in(double lead_in_ms, Run&& run) {
+  for (double spent = 0; spent < lead_in_ms * 1e3;)
+    spent += std::max(run().wall, 1e-3);
+  return run();
+}
+
 /// Mode::Auto against the best fixed variant in an A/B of their own, run after the rounds that
 /// picked that variant (issue 15's bar, "Auto within 5 % of the best fixed mode"). Judged against
 /// the rounds' lowest median instead, Auto loses wherever variants tie: the lowest of several
@@ -107,11 +117,8 @@ template <class Run>
 AutoAb auto_ab(int rounds, double lead_in_ms, Run&& run) {
   std::vector<double> t[2];
   for (int r = 0; r < rounds; ++r)
-    for (const int v : round_order(2, r)) {
-      for (double spent = 0; spent < lead_in_ms * 1e3;)
-        spent += std::max(run(v).wall, 1e-3);
-      t[v].push_back(run(v).wall);
-    }
+    for (const int v : round_order(2, r))
+      t[v].push_back(led_in(lead_in_ms, [&] { return run(v); }).wall);
   return {stats_of(t[0]), stats_of(t[1]), rounds};
 }
 
