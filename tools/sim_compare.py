@@ -24,7 +24,7 @@ SHAPES = {  # fused_perf's shapes (bench/fused/op_bench.cpp default_shape) by si
 MODES = ("sequential", "shaped", "fused")
 
 
-def setting_args(s, cores):
+def setting_args(s, cores, burst):
     if s == "shm":
         return ["--nodes", "1", "--ranks-per-node", "2"], "1 node, np 2 (shm)"
     m = re.fullmatch(r"(\d+)n(\d+)g(?:x(\d+))?", s)
@@ -36,8 +36,12 @@ def setting_args(s, cores):
     node_cores = cores / nodes if nodes <= cores else 1.0 / math.ceil(nodes / cores)
     share = min(1.0, node_cores / rpn)
     # The emulated nodes share this machine's one L3: every rank's weights compete for it.
-    return (["--nodes", str(nodes), "--ranks-per-node", str(rpn), "--link", gbit + "gbit",
-             "--cpu-share", str(share), "--ranks-per-cache", str(nodes * rpn)],
+    args = ["--nodes", str(nodes), "--ranks-per-node", str(rpn), "--link", gbit + "gbit",
+            "--cpu-share", str(share), "--ranks-per-cache", str(nodes * rpn)]
+    if burst < 0:  # cluster.sh's tbf burst: 2 ms of the rate, at least 64 KiB
+        burst = max(int(gbit) * 10**9 // 8 // 500, 65536)
+    args += ["--burst", str(burst)]
+    return (args,
             f"{nodes} nodes" + (f" x {rpn} ranks" if rpn > 1 else "") + f", {gbit} Gbit/s")
 
 
@@ -50,6 +54,10 @@ def main():
                     help="more runs of the same grid: a row's measured median is then the median "
                          "of the runs' medians, [min, max] over all of them")
     ap.add_argument("--cores", type=float, default=2, help="cores of the machine the runs shared")
+    ap.add_argument("--burst", type=int, default=-1,
+                    help="bytes of the emulated links' tbf token buckets, as sim_validate.sh's "
+                         "BURST (default: cluster.sh's, 2 ms of the rate, at least 64 KiB; "
+                         "0: simulate the links at their rate, without buckets)")
     ap.add_argument("--sim-arg", action="append", default=[],
                     help="one more tilecomm_sim argument (e.g. --sim-arg=--proxy-polls)")
     a = ap.parse_args()
@@ -69,7 +77,7 @@ def main():
                 runs.append(json.load(open(p2))[0])
         meas = runs[0]
         size = re.match(r"\w+=(\d+)", meas["shape"]).group(1)  # as run (M rounded to the ranks)
-        args, label = setting_args(s, a.cores)
+        args, label = setting_args(s, a.cores, a.burst)
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
              SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile",

@@ -6,7 +6,8 @@
 # GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
 # nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each). BURST=BYTES sets the
-# emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate). SHM_BIND=core binds the
+# emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate; give sim_compare.py the same
+# --burst, which its simulated links' token buckets then hold). SHM_BIND=core binds the
 # one-node ranks to a core each (Open MPI's own default at np 2; default: none, as the README's
 # benchmarks run). MIN_TIMED_MS (default 10) takes timed rounds beyond ITERS until the compute-only
 # calls add up to that many ms (fused_perf --min-timed-ms): the 35-100 us calls of GEMV M=16384

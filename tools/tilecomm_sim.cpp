@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   std::string op = "gemv_allreduce", shape_text = "M=4096,K=1024,n=1", profile_path, link, latency,
               json, timeline, fused_algorithm = "auto";
   model::SimSetup s;
-  double oversub = 1;
+  double oversub = 1, burst = 0;
   bool no_remote_first = false, nic_offload = false;
   app.add_option("--op", op, "gemv_allreduce | embedding_alltoall");
   app.add_option("--shape", shape_text,
@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
   app.add_option("--latency", latency,
                  "one-way network latency (default: the profile's MPI alpha less its CPU)");
   app.add_option("--core-oversub", oversub, "core oversubscription (1: full bisection)");
+  app.add_option("--burst", burst,
+                 "bytes: each NIC direction is a token bucket of this size refilled at --link, "
+                 "as tc's tbf shapes tools/cluster's links (default 0: none); with "
+                 "--repeated-call each mode is simulated in a loop of its calls")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--proxy-polls", s.proxy_polls,
                "fused across nodes: the proxy (the host thread) also takes a share of the cores "
                "for the whole "
@@ -123,6 +128,7 @@ int main(int argc, char** argv) {
     if (!link.empty()) costs.net.link_bytes_per_s = parse_rate(link);
     if (!latency.empty()) costs.net.latency_s = parse_time(latency);
     costs.net.core_oversub = oversub;
+    costs.net.burst_bytes = burst;
     costs.nic_offload = nic_offload;
     const model::SimModes m = model::simulate_modes(profile, s, costs, !timeline.empty());
     fmt::print(

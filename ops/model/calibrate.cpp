@@ -241,7 +241,12 @@ Points calibrate_embedding(std::vector<float>& big, const Sync& sync, bool warm)
 // A call's GEMM tiles read their rows of A and write their rows of C once, through memory the
 // caches do not hold (C alone is 8 MiB per rank at GemmReduceScatter M = 2048, N = 1024), while
 // the packed weights stay warm: A and C walk through `big`'s two halves, W is reused. (Hot A and C
-// put that call's compute at 0.8x its measured time.)
+// put that call's compute at 0.8x its measured time.) The rows include multiples of the
+// micro-kernel's 6 (kernels::kGemmMr) besides 8, 16 and 32: a tile's cost per row is not smooth in
+// its rows (remainder rows run narrower kernels). With only 8 and 32, the eager-sized 12-row tiles
+// of GemmReduceScatter across nodes at N = 1024 were read as 0.0149 ns per multiply-add, where
+// they run at 0.0115 (8 rows: 0.0157, 16: 0.0125, 24: 0.0112; 2026-11-28), and the compute at
+// 2-4 emulated nodes was predicted at 1.15-1.32x its measured time.
 Points calibrate_gemm(std::vector<float>& big, const Sync& sync) {
   Points pts;
   const std::size_t half = big.size() / 2;
@@ -251,7 +256,7 @@ Points calibrate_gemm(std::vector<float>& big, const Sync& sync) {
       kernels::PackedWeights w;
       w.reset(1, k, n);
       w.pack(0, b.data(), n, 0, w.panels());
-      for (std::size_t rows : {8, 32, 128, 256}) {
+      for (std::size_t rows : {6, 8, 12, 16, 24, 32, 64, 128, 256}) {
         const std::size_t slots = half / (rows * std::max(k, n));
         auto tile = [&](int r) {
           const std::size_t slot = static_cast<std::size_t>(r) % slots;

@@ -95,10 +95,11 @@ struct RankState {
 
 class Engine {
  public:
-  Engine(const std::vector<SimRank>& ranks, int rpn, const SimCosts& c, bool timeline)
+  Engine(const std::vector<SimRank>& ranks, int rpn, const SimCosts& c, bool timeline, Network* net)
       : costs_(c),
         rpn_(rpn),
-        net_(static_cast<int>((ranks.size() + rpn - 1) / rpn), c.net),
+        own_net_(static_cast<int>((ranks.size() + rpn - 1) / rpn), c.net),
+        net_(net ? *net : own_net_),
         timeline_(timeline) {
     state_.resize(ranks.size());
     for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -350,7 +351,8 @@ class Engine {
 
   SimCosts costs_;
   int rpn_;
-  Network net_;
+  Network own_net_;
+  Network& net_;  // own_net_, or the caller's (a loop's calls share its token buckets)
   bool timeline_;
   std::vector<RankState> state_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
@@ -376,11 +378,11 @@ SimCosts SimCosts::from(const Profile& p) {
 }
 
 SimResult simulate(const std::vector<SimRank>& ranks, int ranks_per_node, const SimCosts& costs,
-                   bool timeline) {
+                   bool timeline, Network* net) {
   if (ranks_per_node < 1)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("simulate: ranks_per_node = {} (must be >= 1)", ranks_per_node));
-  return Engine(ranks, ranks_per_node, costs, timeline).run();
+  return Engine(ranks, ranks_per_node, costs, timeline, net).run();
 }
 
 std::string timeline_json(const SimResult& r) {

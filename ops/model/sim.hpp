@@ -87,9 +87,10 @@ struct SimResult {
 };
 
 /// Runs the ranks (rank r on node r / ranks_per_node). Error(InvalidArgument) when a rank awaits
-/// a message nobody sends (the simulation would never end).
+/// a message nobody sends (the simulation would never end). `net`: the network to use, for
+/// calls that follow one another (Network::next_call); default: a new one from costs.net.
 SimResult simulate(const std::vector<SimRank>& ranks, int ranks_per_node, const SimCosts& costs,
-                   bool timeline = false);
+                   bool timeline = false, Network* net = nullptr);
 
 /// The timeline as the trace JSON tools/plot_trace.py reads (Chrome trace events, us).
 std::string timeline_json(const SimResult& r);

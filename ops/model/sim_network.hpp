@@ -4,7 +4,8 @@
 // is either full bisection (never a bottleneck) or oversubscribed by `core_oversub` (one shared
 // FIFO at nodes x link / core_oversub). A message is cut through: it occupies the sender's egress
 // for bytes / rate from when that is free, the core likewise, and the receiver's ingress from
-// when the head arrives (`latency_s` after it left) and the ingress is free.
+// when the head arrives (`latency_s` after it left) and the ingress is free. With `burst_bytes`,
+// each NIC direction is a token bucket, as Linux's `tbf` shapes the emulated links.
 #include <vector>
 
 namespace tilecomm::model {
@@ -13,6 +14,11 @@ struct NetworkParams {
   double link_bytes_per_s = 12.5e9;  ///< per NIC and direction (100 Gbit/s)
   double latency_s = 2e-6;           ///< one way, wire and switches
   double core_oversub = 1;           ///< 1: full bisection; X > 1: core at nodes x link / X
+  /// 0: the link runs at its rate (a real NIC). Else each NIC direction is a token bucket of this
+  /// many bytes refilled at the link's rate (tc's tbf, tools/cluster): bytes the bucket covers
+  /// pass as fast as the sender's CPU hands them over, the rest at the rate. A new Network starts
+  /// with full buckets; Network::next_call carries them into the next call of a loop.
+  double burst_bytes = 0;
 };
 
 class Network {
@@ -24,10 +30,23 @@ class Network {
   /// copy into the socket overlaps the wire). Calls should come in nondecreasing `ready` order
   /// for the queues to be FIFO.
   double deliver(double ready, int src, int dst, double bytes, double copied = 0);
+  /// The next call of a loop starts `after` seconds past this one's time 0 (its end, and the gap
+  /// between the calls): the queues are drained by then, the buckets keep what they hold and
+  /// refill over the gap. The next call's times start at 0 again.
+  void next_call(double after);
 
  private:
+  struct Bucket {
+    double tokens = 0, at = 0;  // bytes of credit at time `at`
+  };
+  // Seconds `bytes` occupy a direction from `start` beyond what its bucket covers; takes the
+  // credit. `end` (>= start + the result) is when the last byte has passed.
+  double shaped_wire(Bucket& b, double start, double bytes) const;
+  void settle(Bucket& b, double start, double end, double bytes) const;
+
   NetworkParams p_;
   std::vector<double> egress_free_, ingress_free_;
+  std::vector<Bucket> egress_bucket_, ingress_bucket_;
   double core_free_ = 0, core_rate_ = 0;
 };
 

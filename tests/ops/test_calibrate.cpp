@@ -1,6 +1,7 @@
 // tilecomm::calibrate (tilecomm_calibrate's library call): at any number of ranks and layouts it
 // writes a profile the model reads back, with the paths this layout can measure, physical signs
 // on the fitted costs, and the layout it ran on.
+#include <algorithm>
 #include <filesystem>
 
 #include "ops/model/predict.hpp"
@@ -32,6 +33,11 @@ TEST(Calibrate, WritesAProfileTheModelReads) {
     EXPECT_GT(p.gemm.c[2], 0);
     EXPECT_GT(p.reduce.c[1], 0);
     EXPECT_EQ(p.gemv.points, 24);  // rows 16-4096 x K 16-4096, at most 16 MiB of W
+    // GEMM: 9 row counts x 6 (K, N); 12 rows, the eager-sized tile across nodes at N = 1024, is
+    // measured, not read between 8 and 32 rows (their cost per row is not smooth in the rows).
+    EXPECT_EQ(p.gemm.points, 54);
+    EXPECT_TRUE(std::any_of(p.gemm.table.begin(), p.gemm.table.end(),
+                            [](const model::Sample& s) { return s.x1 == 12; }));
     // The model reads the measured points (the slowest rank's), every one kept, positive.
     for (const model::Fit* f : {&p.gemv, &p.gemv_warm, &p.embedding, &p.embedding_warm, &p.gemm}) {
       EXPECT_EQ(static_cast<int>(f->table.size()), f->points);
