@@ -85,7 +85,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-remote-first", no_remote_first, "fused: plain rank order");
   app.add_option("--fused-algorithm", fused_algorithm,
                  "GEMV fused protocol: auto (the operator's choice) | one_shot | two_shot");
-  app.add_option("--link", link, "NIC rate per direction (default: the profile's MPI beta)");
+  app.add_option("--link", link,
+                 "NIC rate per direction (default: the link rate the profile measured, else its "
+                 "MPI beta)");
   app.add_option("--latency", latency,
                  "one-way network latency (default: the profile's MPI alpha less its CPU)");
   app.add_option("--core-oversub", oversub, "core oversubscription (1: full bisection)");

@@ -23,6 +23,7 @@
 #include "ops/kernels/embedding_pool.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/gemv.hpp"
+#include "ops/model/calibrate_link.hpp"
 #include "ops/model/fit.hpp"
 #include "ops/model/profile.hpp"
 #include "runtime/flags.hpp"
@@ -523,6 +524,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   MPI_Bcast(&partner, 1, MPI_INT, 0, c.mpi);
   if (partner > 0) p.mpi = calibrate_mpi(comm, partner);
   barrier(comm);
+  p.link_bytes_per_s = model::calibrate_link_rate(comm);
   // Overheads.
   {
     Stream s = device.create_stream(Stream::kNormal);
@@ -575,6 +577,10 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
               "copy's {:.2f} GB/s, every rank of the node copying)\n",
               pc.time.c[1] > 0 ? 1e-9 / pc.time.c[1] : 0.0, 1e-9 / pc.bulk_beta);
       }
+      if (p.link_bytes_per_s > 0)
+        out += fmt::format(
+            "  link {:.3g} Gbit/s per node, every rank sending to every off-node rank\n",
+            p.link_bytes_per_s * 8 / 1e9);
       out += fmt::format(
           "overheads: flag {:.2f} us, launch {:.2f} us, barrier {:.2f} us, proxy {:.2f} us "
           "(per off-node tile, beyond MPI's latency)\nwrote {}\n",

@@ -78,7 +78,10 @@ std::string to_json_text(const Profile& p) {
               {"embedding_warm", fit_json(p.embedding_warm)},
               {"gemm", fit_json(p.gemm)},
               {"reduce", fit_json(p.reduce)}}},
-            {"paths", {{"shm", path_json(p.shm)}, {"mpi", path_json(p.mpi)}}},
+            {"paths",
+             {{"shm", path_json(p.shm)},
+              {"mpi", path_json(p.mpi)},
+              {"link_bytes_per_s", p.link_bytes_per_s}}},
             {"overheads",
              {{"proxy_s", p.proxy_s},
               {"flag_s", p.flag_s},
@@ -117,6 +120,7 @@ Profile load_profile(const std::string& path) {
     p.reduce = fit_from(c.at("reduce"));
     p.shm = path_from(j.at("paths").at("shm"));
     p.mpi = path_from(j.at("paths").at("mpi"));
+    p.link_bytes_per_s = j.at("paths").value("link_bytes_per_s", 0.0);  // older: not measured
     const json& o = j.at("overheads");
     p.proxy_s = o.at("proxy_s").get<double>();
     p.flag_s = o.at("flag_s").get<double>();

@@ -371,7 +371,10 @@ SimCosts SimCosts::from(const Profile& p) {
   c.mpi = p.mpi.measured || !p.shm.measured ? p.mpi : p.shm;
   c.flag_s = p.flag_s;
   c.proxy_s = p.proxy_s;
-  if (c.mpi.beta() > 0) c.net.link_bytes_per_s = 1 / c.mpi.beta();
+  if (p.link_bytes_per_s > 0)
+    c.net.link_bytes_per_s = p.link_bytes_per_s;
+  else if (c.mpi.beta() > 0)
+    c.net.link_bytes_per_s = 1 / c.mpi.beta();
   c.net.latency_s =
       nonneg(c.mpi.alpha() - nonneg(c.mpi.cpu_send.at(0)) - nonneg(c.mpi.cpu_recv.at(0)));
   return c;

@@ -67,8 +67,9 @@ struct SimCosts {
   /// Off-node messages cost their CPU per message only (the fits' intercepts), not per byte: an
   /// RDMA NIC moves the bytes, where this machine's MPI copies them (TCP, shared memory).
   bool nic_offload = false;
-  /// From a profile; the network's defaults from its MPI path (rate 1 / beta, latency alpha less
-  /// the CPU the fit charges at both ends), unless `net` is given.
+  /// From a profile; the network's defaults: the link rate the profile measured under load
+  /// (Profile::link_bytes_per_s), else its MPI path's 1 / beta; the latency its MPI alpha less
+  /// the CPU the fit charges at both ends.
   static SimCosts from(const Profile& p);
 };
 
