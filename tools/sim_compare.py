@@ -2,7 +2,9 @@
 """Measured (tools/sim_validate.sh) against tilecomm_sim's prediction, as a markdown table.
 
 Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
-emulated cluster's tc rate; fused_perf repeats each call on the same weights (--repeated-call);
+emulated cluster's tc rate, or the rate the profile measured under load when lower, and each NIC
+direction a token bucket of the tc burst (--burst); fused_perf repeats each call on the same
+weights (--repeated-call), each timed call after 10 ms of its own kind, as the simulator's loop;
 a rank's CPU share is 1 core, or, when N emulated nodes share this machine's 2 cores, the share
 of the most crowded core (1/2 for 3 and 4 nodes).
 Usage: tools/sim_compare.py --build build --results bench/results/sim

@@ -18,6 +18,7 @@
 #include "ops/model/fit.hpp"
 #include "ops/model/predict.hpp"
 #include "ops/model/profile.hpp"
+#include "ops/model/sim.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::model {
@@ -387,6 +388,7 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   p.embedding_warm.table = {{8, 512, 4e-7}};
   p.cache_bytes = 32 << 20;
   p.shm.bulk_beta = 0.15e-9;
+  p.link_bytes_per_s = 0.95e9 / 8;
   save_profile(p, dir + "/sub/p.json");  // creates the directory
   const Profile q = load_profile(dir + "/sub/p.json");
   EXPECT_EQ(to_json_text(q), to_json_text(p));
@@ -397,6 +399,9 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_EQ(q.gemv_warm.table.size(), 1u);
   EXPECT_EQ(q.embedding_warm.table.size(), 1u);
   EXPECT_EQ(q.cache_bytes, 32 << 20);
+  EXPECT_EQ(q.link_bytes_per_s, 0.95e9 / 8);
+  // The simulator's default link is the measured one (else the MPI path's 1 / beta).
+  EXPECT_EQ(SimCosts::from(q).net.link_bytes_per_s, 0.95e9 / 8);
   // A profile from before the tables and the bulk copy still loads: the line, the ping-pong.
   nlohmann::json old = nlohmann::json::parse(to_json_text(p));
   old["compute"]["gemv"].erase("table");
@@ -404,6 +409,7 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   old["compute"].erase("gemv_warm");
   old["compute"].erase("embedding_warm");
   old.erase("cache_bytes");
+  old["paths"].erase("link_bytes_per_s");
   std::ofstream(dir + "/old.json") << old.dump();
   const Profile o = load_profile(dir + "/old.json");
   EXPECT_TRUE(o.gemv.table.empty());
@@ -411,6 +417,8 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_TRUE(o.gemv_warm.table.empty());
   EXPECT_TRUE(o.embedding_warm.table.empty());
   EXPECT_EQ(o.cache_bytes, 0);
+  EXPECT_EQ(o.link_bytes_per_s, 0);
+  EXPECT_EQ(SimCosts::from(o).net.link_bytes_per_s, 1 / o.mpi.beta());
   std::filesystem::remove_all(dir);
 }
 
