@@ -135,9 +135,12 @@ int main(int argc, char** argv) {
     const model::SimModes m = model::simulate_modes(profile, s, costs, !timeline.empty());
     fmt::print(
         "{} {} on {} node(s) x {} rank(s), {} core(s) x {} slot(s) per rank; link {:.3g} "
-        "Gbit/s, latency {:.3g} us, core oversubscription {}\n",
+        "Gbit/s, latency {:.3g} us, core oversubscription {}{}\n",
         op, shape_text, s.nodes, s.ranks_per_node, s.cus, s.slots,
-        costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub);
+        costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub,
+        burst > 0 ? fmt::format(", token buckets of {:.0f} bytes{}", burst,
+                                s.repeated_call ? " (a loop of each mode's calls)" : "")
+                  : "");
     fmt::print("tile {}; fused: {} tasks on rank 0, {} messages, {} events\n", model::sim_tile(s),
                model::fused_program(profile, s)[0].tasks.size(), m.fused_run.messages,
                m.fused_run.events);
@@ -152,12 +155,13 @@ int main(int argc, char** argv) {
           "{{\"op\": \"{}\", \"shape\": \"{}\", \"nodes\": {}, \"ranks_per_node\": {}, \"cus\": "
           "{}, "
           "\"slots\": {}, \"link_gbit\": {:.6g}, \"latency_us\": {:.6g}, \"core_oversub\": {}, "
-          "\"nic_offload\": {}, "
+          "\"burst_bytes\": {:.6g}, \"nic_offload\": {}, "
           "\"tile\": {}, \"compute_us\": {:.3f}, \"sequential_us\": {:.3f}, \"shaped_us\": {:.3f}, "
           "\"fused_us\": {:.3f}}}\n",
           op, shape_text, s.nodes, s.ranks_per_node, s.cus, s.slots,
-          costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub, nic_offload,
-          model::sim_tile(s), m.compute * 1e6, m.sequential * 1e6, m.shaped * 1e6, m.fused * 1e6);
+          costs.net.link_bytes_per_s * 8 / 1e9, costs.net.latency_s * 1e6, oversub, burst,
+          nic_offload, model::sim_tile(s), m.compute * 1e6, m.sequential * 1e6, m.shaped * 1e6,
+          m.fused * 1e6);
   } catch (const tilecomm::Error& e) {
     fmt::print(stderr, "tilecomm_sim: {}\n", e.what());
     return 2;

@@ -39,9 +39,11 @@ class Network {
   struct Bucket {
     double tokens = 0, at = 0;  // bytes of credit at time `at`
   };
-  // Seconds `bytes` occupy a direction from `start` beyond what its bucket covers; takes the
-  // credit. `end` (>= start + the result) is when the last byte has passed.
+  // Seconds `bytes` hold a direction from `start`: what its bucket, refilled up to `start`, does
+  // not cover, at the rate (all of them at the rate without a bucket).
   double shaped_wire(Bucket& b, double start, double bytes) const;
+  // Takes `bytes` off the bucket once they have passed (from `start` to `end`, refilling
+  // meanwhile).
   void settle(Bucket& b, double start, double end, double bytes) const;
 
   NetworkParams p_;
