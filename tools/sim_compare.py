@@ -4,7 +4,8 @@
 Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
 emulated cluster's tc rate, or the rate the profile measured under load when lower, and each NIC
 direction a token bucket of the tc burst (--burst); fused_perf repeats each call on the same
-weights (--repeated-call), each timed call after 10 ms of its own kind, as the simulator's loop;
+weights (--repeated-call), each timed call after 10 ms of its own kind, as the simulator's loop
+(whose calls are apart by the benchmark's barrier and allreduce, --gap);
 a rank's CPU share is 1 core, or, when N emulated nodes share this machine's 2 cores, the share
 of the most crowded core (1/2 for 3 and 4 nodes).
 Usage: tools/sim_compare.py --build build --results bench/results/sim
@@ -36,7 +37,7 @@ def link_arg(gbit, profile):
     return f"{rate * 8 / 1e9:.6g}gbit"
 
 
-def setting_args(s, cores, burst, profile):
+def setting_args(s, cores, burst, profile, gap=0):
     if s == "shm":
         return ["--nodes", "1", "--ranks-per-node", "2"], "1 node, np 2 (shm)"
     m = re.fullmatch(r"(\d+)n(\d+)g(?:x(\d+))?", s)
@@ -53,6 +54,8 @@ def setting_args(s, cores, burst, profile):
     if burst < 0:  # cluster.sh's tbf burst: 2 ms of the rate, at least 64 KiB
         burst = max(int(gbit) * 10**9 // 8 // 500, 65536)
     args += ["--burst", str(burst)]
+    if gap > 0:  # the benchmark's barrier and allreduce between timed calls
+        args += ["--loop-gap", str(gap * json.load(open(profile))["overheads"]["barrier_s"])]
     return (args,
             f"{nodes} nodes" + (f" x {rpn} ranks" if rpn > 1 else "") + f", {gbit} Gbit/s")
 
@@ -70,6 +73,10 @@ def main():
                     help="bytes of the emulated links' tbf token buckets, as sim_validate.sh's "
                          "BURST (default: cluster.sh's, 2 ms of the rate, at least 64 KiB; "
                          "0: simulate the links at their rate, without buckets)")
+    ap.add_argument("--gap", type=float, default=2,
+                    help="idle time between the simulated loop's calls, in the profile's "
+                         "barrier_s: fused_perf's timed() puts an MPI_Barrier before each call and "
+                         "an MPI_Allreduce after it, so 2 (0: back to back)")
     ap.add_argument("--sim-arg", action="append", default=[],
                     help="one more tilecomm_sim argument (e.g. --sim-arg=--proxy-polls)")
     a = ap.parse_args()
@@ -90,7 +97,7 @@ def main():
         meas = runs[0]
         size = re.match(r"\w+=(\d+)", meas["shape"]).group(1)  # as run (M rounded to the ranks)
         args, label = setting_args(s, a.cores, a.burst,
-                                   os.path.join(a.results, f"profile_{s}.json"))
+                                   os.path.join(a.results, f"profile_{s}.json"), a.gap)
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
              SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile",

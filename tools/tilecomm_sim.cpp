@@ -105,6 +105,10 @@ int main(int argc, char** argv) {
       "the call repeats on the same weights and indices (a benchmark's loop): GEMV weights, or "
       "the rows an embedding call looks up, that fit in half the profile's L3 per node are "
       "charged from the caches (its gemv_warm, embedding_warm points)");
+  app.add_option("--loop-gap", s.loop_gap_s,
+                 "seconds between the loop's calls (--burst with --repeated-call), when the "
+                 "buckets refill: a benchmark's barrier between timed calls (default 0)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--ranks-per-cache", s.ranks_per_cache,
                  "ranks sharing one last-level cache, for --repeated-call (default: "
                  "--ranks-per-node; every rank when the nodes are emulated on one machine)")

@@ -531,11 +531,11 @@ double in_a_loop(const SimSetup& s, const SimCosts& costs, Call&& call) {
   if (!(s.repeated_call && costs.net.burst_bytes > 0)) return last;
   double spent = last;
   for (int i = 1; i < kLoopCalls && spent < kLoopSeconds; ++i) {
-    net.next_call(last);
+    net.next_call(last + s.loop_gap_s);
     last = call(&net);
     spent += last;
   }
-  net.next_call(last);
+  net.next_call(last + s.loop_gap_s);
   return call(&net);
 }
 

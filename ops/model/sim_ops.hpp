@@ -35,6 +35,9 @@ struct SimSetup {
   /// profile's gemv_warm or embedding_warm points. Off: a model's many layers stream their
   /// weights from memory, and a training step looks up a new batch.
   bool repeated_call = false;
+  /// With token buckets (NetworkParams::burst_bytes) and repeated_call: the idle time between
+  /// two calls of the loop, when the buckets refill (a benchmark's barrier between timed calls).
+  double loop_gap_s = 0;
   /// Ranks whose weights share one last-level cache (0: ranks_per_node). More than a node's
   /// when the nodes are emulated on one machine: tools/cluster's nodes share this VM's one L3.
   int ranks_per_cache = 0;

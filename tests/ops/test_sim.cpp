@@ -169,7 +169,7 @@ TEST(Sim, TokenBucketLetsItsBurstThroughThenTheRate) {
 // bucket refills only over the call itself: the 0.5 ms after its bytes left and the next call's
 // 0.4 ms of compute give 230.4 bytes, so 25.6 bytes wait 0.1 ms for the rate: 1 ms a call (the
 // rate's bound: a loop cannot move more than the rate), as fused_perf's back-to-back calls
-// measure on the emulated links.
+// measure on the emulated links. A gap between the calls refills the buckets.
 TEST(Sim, LoopedCallsFindTheBucketsTheirPredecessorsLeft) {
   Profile p;
   p.gemv.c = {0.1 * kMs, 0, 0};
@@ -182,6 +182,13 @@ TEST(Sim, LoopedCallsFindTheBucketsTheirPredecessorsLeft) {
   EXPECT_NEAR(simulate_modes(p, s, c).sequential, 0.9 * kMs, 1e-9);
   s.repeated_call = true;
   EXPECT_NEAR(simulate_modes(p, s, c).sequential, 1.0 * kMs, 1e-9);
+  // A gap between the calls (a benchmark's barrier) refills the buckets for its length: 0.05 ms
+  // gives 12.8 bytes more, and 12.8 bytes wait 0.05 ms; 0.5 ms fills them, as one call.
+  s.loop_gap_s = 0.05 * kMs;
+  EXPECT_NEAR(simulate_modes(p, s, c).sequential, 0.95 * kMs, 1e-9);
+  s.loop_gap_s = 0.5 * kMs;
+  EXPECT_NEAR(simulate_modes(p, s, c).sequential, 0.9 * kMs, 1e-9);
+  s.loop_gap_s = 0;
   c.net.burst_bytes = 0;
   EXPECT_NEAR(simulate_modes(p, s, c).sequential, 1.9 * kMs, 1e-9) << "nothing to carry";
 }
