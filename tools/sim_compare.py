@@ -27,11 +27,11 @@ SHAPES = {  # fused_perf's shapes (bench/fused/op_bench.cpp default_shape) by si
 MODES = ("sequential", "shaped", "fused")
 
 
-def link_arg(gbit, profile):
+def link_arg(gbit, prof):
     """The emulated link's tc rate, or the rate tilecomm_calibrate measured under load in that
     setting when lower (every rank sending to every off-node rank: 81-97 % of the tc rate)."""
     rate = int(gbit) * 1e9 / 8
-    measured = json.load(open(profile)).get("paths", {}).get("link_bytes_per_s", 0)
+    measured = prof.get("paths", {}).get("link_bytes_per_s", 0)
     if measured > 0:
         rate = min(rate, measured)
     return f"{rate * 8 / 1e9:.6g}gbit"
@@ -48,14 +48,15 @@ def setting_args(s, cores, burst, profile, gap=0):
     # between the node's ranks.
     node_cores = cores / nodes if nodes <= cores else 1.0 / math.ceil(nodes / cores)
     share = min(1.0, node_cores / rpn)
+    prof = json.load(open(profile))
     # The emulated nodes share this machine's one L3: every rank's weights compete for it.
-    args = ["--nodes", str(nodes), "--ranks-per-node", str(rpn), "--link", link_arg(gbit, profile),
+    args = ["--nodes", str(nodes), "--ranks-per-node", str(rpn), "--link", link_arg(gbit, prof),
             "--cpu-share", str(share), "--ranks-per-cache", str(nodes * rpn)]
     if burst < 0:  # cluster.sh's tbf burst: 2 ms of the rate, at least 64 KiB
         burst = max(int(gbit) * 10**9 // 8 // 500, 65536)
     args += ["--burst", str(burst)]
     if gap > 0:  # the benchmark's barrier and allreduce between timed calls
-        args += ["--loop-gap", str(gap * json.load(open(profile))["overheads"]["barrier_s"])]
+        args += ["--loop-gap", str(gap * prof["overheads"]["barrier_s"])]
     return (args,
             f"{nodes} nodes" + (f" x {rpn} ranks" if rpn > 1 else "") + f", {gbit} Gbit/s")
 

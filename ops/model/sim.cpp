@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
@@ -96,11 +97,8 @@ struct RankState {
 class Engine {
  public:
   Engine(const std::vector<SimRank>& ranks, int rpn, const SimCosts& c, bool timeline, Network* net)
-      : costs_(c),
-        rpn_(rpn),
-        own_net_(static_cast<int>((ranks.size() + rpn - 1) / rpn), c.net),
-        net_(net ? *net : own_net_),
-        timeline_(timeline) {
+      : costs_(c), rpn_(rpn), net_(net), timeline_(timeline) {
+    if (!net_) net_ = &own_net_.emplace(static_cast<int>((ranks.size() + rpn - 1) / rpn), c.net);
     state_.resize(ranks.size());
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       RankState& s = state_[r];
@@ -132,7 +130,7 @@ class Engine {
           cpu_done(e);
           break;
         case EvType::Inject: {
-          const double at = net_.deliver(e.ready, node(e.src), node(e.rank), e.bytes, now_);
+          const double at = net_->deliver(e.ready, node(e.src), node(e.rank), e.bytes, now_);
           push({at, 0, EvType::NetArrive, e.rank, 0, 0, e.src, e.key, e.bytes, e.node_wide});
           break;
         }
@@ -351,8 +349,8 @@ class Engine {
 
   SimCosts costs_;
   int rpn_;
-  Network own_net_;
-  Network& net_;  // own_net_, or the caller's (a loop's calls share its token buckets)
+  Network* net_;  // the caller's (a loop's calls share its token buckets), or own_net_
+  std::optional<Network> own_net_;
   bool timeline_;
   std::vector<RankState> state_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
