@@ -122,7 +122,8 @@ void CommImpl::wait_all(MPI_Request* reqs, int n, const char* what,
                                             peers.size() == 1 ? "" : "s", fmt::join(peers, ", "));
         return fmt::format("{}: rank {}: {} of {} MPI requests did not complete ({})", what,
                            topo.rank, pending(), n, who);
-      });
+      },
+      WaitPolicy::progress());
 }
 
 }  // namespace tilecomm::detail

@@ -61,10 +61,10 @@ struct CommImpl : CommHandles {
   /// progress thread has stopped before anything it uses goes away.
   ProgressQueue queue;
 
-  /// Completes all requests, polling with backoff; on timeout cancels nothing and throws
-  /// Error(Timeout) naming `what`, this rank, how many requests are still pending and `peers` (the
-  /// ranks these requests talk to; callers that pass none get "peers not recorded"). Null
-  /// requests are ignored.
+  /// Completes all requests, polling under WaitPolicy::progress; on timeout cancels nothing and
+  /// throws Error(Timeout) naming `what`, this rank, how many requests are still pending and
+  /// `peers` (the ranks these requests talk to; callers that pass none get "peers not recorded").
+  /// Null requests are ignored.
   void wait_all(MPI_Request* reqs, int n, const char* what,
                 std::initializer_list<int> peers = {}) const;
 

@@ -69,7 +69,8 @@ void float_to_bf16(void* dst, const float* src, std::size_t n);
 /// Waits (wait_until, the communicator's timeout) until done() holds, testing every request of
 /// `reqs` on each poll (MPI_Testsome: completed ones become MPI_REQUEST_NULL), so that all the
 /// requests in flight complete under one backoff, not only the one waited for. The windows of
-/// the ring and of the pairwise All-to-All wait this way. describe() names the wait on a timeout.
+/// the ring and of the pairwise All-to-All wait this way, under WaitPolicy::progress (short sleeps:
+/// the requests move only while this thread calls MPI). describe() names the wait on a timeout.
 template <std::size_t N, class Done, class Describe>
 void test_until(const CommImpl& comm, std::array<MPI_Request, N>& reqs, const char* what,
                 Done&& done, Describe&& describe) {
@@ -82,7 +83,7 @@ void test_until(const CommImpl& comm, std::array<MPI_Request, N>& reqs, const ch
                   what);
         return done();
       },
-      comm.timeout_s, describe);
+      comm.timeout_s, describe, WaitPolicy::progress());
 }
 
 /// Ceiling division.
