@@ -38,7 +38,7 @@ void run(CommImpl& comm, const CollArgs& a) {
       if (l != me) steps.ll_read(l, recv + l * block, block, "alltoall(shm)", me * lines);
     return;
   }
-  const std::size_t piece = stream_chunk_elems(steps, elem, steps.half_bytes(), p) / p;
+  const std::size_t piece = stream_chunk_elems(steps, elem, kStreamChunkBytes, p) / p;
   const std::size_t slot = piece * elem;
   for (std::size_t off = 0; off < a.count; off += piece) {
     const std::size_t n = std::min(piece, a.count - off);
@@ -102,7 +102,8 @@ void run_v(CommImpl& comm, const CollArgs& a) {
   }
   ShmSteps steps(comm.segment);
   const std::size_t hdr = header_bytes(p);
-  const std::size_t piece = (steps.half_bytes() - hdr) / p / kLine * kLine / elem;
+  const std::size_t piece =
+      std::min(steps.half_bytes() - hdr, kStreamChunkBytes) / p / kLine * kLine / elem;
   const std::size_t slot = piece * elem;
   std::size_t most = 0;  // largest block of any pair: known after the first exchange
   for (std::size_t off = 0, step = 0; step == 0 || off < most; off += piece, ++step) {
