@@ -62,11 +62,13 @@ Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const Op
 /// at once; otherwise measure the plausible candidates only: the modes predicted within the margin
 /// of the best, in Sequential, Shaped, Fused order. The margin is the model's error on how the
 /// modes of one call rank: on the balanced-shape rows (2026-11-26) it predicted fused 1.94x
-/// sequential where fused measured 0.65x (GemmAllToAll, K = 1, one node: a 3x error), so a mode
-/// is only trusted, or ruled out, 3x apart (it was 20 %, and Auto with a profile then ruled out
-/// the fastest mode on 2 of 11 rows). Overlap alone gains at most 2x, so in practice the model
-/// settles at once only on a mode whose rivals pay far more fixed or per-message costs.
-inline constexpr double kModelMargin = 2.0;
+/// sequential where fused measured 0.65x (GemmAllToAll, K = 1, one node: a 3x error); once the
+/// shared-memory All-to-All ran 2-3x faster (2026-11-28), it predicted sequential 3.17x fused on
+/// that row where sequential measured 0.73-1.35x (a 4.3x error, the other way). So a mode is only
+/// trusted, or ruled out, 4x apart (3x until then; 20 % before that, when Auto with a profile
+/// ruled out the fastest mode on 2 of 11 rows). Overlap alone gains at most 2x, so in practice the
+/// model settles at once only on a mode whose rivals pay far more fixed or per-message costs.
+inline constexpr double kModelMargin = 3.0;
 struct ModelChoice {
   std::optional<Mode> settle;
   std::vector<Mode> candidates;

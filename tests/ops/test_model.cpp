@@ -315,18 +315,21 @@ TEST(ModelPredict, OneRankHasNoCollective) {
   EXPECT_NEAR(r.fused, 640e-9, 1e-15);  // nothing to send: the same as sequential
 }
 
-// kModelMargin = 2: a mode is trusted, or ruled out, only 3x apart.
+// kModelMargin = 3: a mode is trusted, or ruled out, only 4x apart.
 TEST(ModelChoice, ClearWinnerSettlesElseThePlausibleCandidates) {
-  auto c = choose_from_model({10, 31, 40});
+  auto c = choose_from_model({10, 41, 50});
   ASSERT_TRUE(c.settle);
   EXPECT_EQ(*c.settle, Mode::Sequential);
-  c = choose_from_model({40, 31, 10});
+  c = choose_from_model({50, 41, 10});
   ASSERT_TRUE(c.settle);
   EXPECT_EQ(*c.settle, Mode::Fused);
-  c = choose_from_model({10, 29, 31});  // shaped within 3x of sequential
+  c = choose_from_model({10, 39, 41});  // shaped within 4x of sequential
   EXPECT_FALSE(c.settle);
   EXPECT_EQ(c.candidates, (std::vector<Mode>{Mode::Sequential, Mode::Shaped}));
-  c = choose_from_model({30, 31, 10});  // exactly 3x: not clear, both measured
+  c = choose_from_model({32, 50, 10});  // 3.2x, settled under the old 3x: now both measured
+  EXPECT_FALSE(c.settle);
+  EXPECT_EQ(c.candidates, (std::vector<Mode>{Mode::Sequential, Mode::Fused}));
+  c = choose_from_model({40, 41, 10});  // exactly 4x: not clear, both measured
   EXPECT_FALSE(c.settle);
   EXPECT_EQ(c.candidates, (std::vector<Mode>{Mode::Sequential, Mode::Fused}));
   c = choose_from_model({10, 12, 15});  // a close call: everything measured
