@@ -63,8 +63,8 @@ struct WaitPolicy {
   /// transport moves a message's bytes between its socket and the user's buffer only inside MPI
   /// calls (here, the poll's MPI_Testsome), so a poller asleep for backoff()'s 256 us finds its
   /// requests done up to 256 us late: a 64 KiB-per-peer All-to-All across 2 (4) emulated nodes at
-  /// 1 Gbit/s took 714 (2098) us against the link's 524 (1573), and 529 (1556) with sleeps held
-  /// short (docs/collectives.md, "Waits on MPI requests").
+  /// 1 Gbit/s took 714 (2098) us against the link's 524 (1573), and 588-598 (1587-1611) with these
+  /// sleeps (docs/collectives.md, "Waits on MPI requests").
   static WaitPolicy progress(double spin_us = -1.0);
   /// No spinning: sleep a fixed `period` after each miss. For a background progress loop that
   /// shares its core with the threads it serves.
@@ -76,8 +76,9 @@ inline constexpr std::chrono::nanoseconds kBackoffYieldExtra = std::chrono::micr
 inline constexpr std::chrono::nanoseconds kBackoffSleepMin = std::chrono::microseconds(1);
 /// The sleeps of WaitPolicy::backoff: 1, 2, 4, ..., 128, 256, 256, ... us.
 inline constexpr std::chrono::nanoseconds kBackoffSleepMax = std::chrono::microseconds(256);
-/// The longest sleep of WaitPolicy::progress: one 63 KiB eager piece takes 20 us on the wire at
-/// 25 Gbit/s, 516 us at 1 Gbit/s.
+/// The longest sleep of WaitPolicy::progress: under one 63 KiB eager piece's time on the wire up to
+/// 25 Gbit/s (20 us; 516 us at 1 Gbit/s). Sleeps of at most 4 us gained a little more (547 against
+/// 588-598 us above) for four times the wake-ups, CPU that ranks sharing cores need.
 inline constexpr std::chrono::nanoseconds kProgressSleepMax = std::chrono::microseconds(16);
 /// WaitPolicy::idle pauses at most this long before it yields.
 inline constexpr std::chrono::nanoseconds kIdlePureSpin = std::chrono::microseconds(2);
