@@ -435,17 +435,19 @@ TEST(ReduceOrder, IntegersAndNonReducingCollectivesIgnoreIt) {
       o.order = ReduceOrder::Canonical;
       allreduce(comm(), send.data(), got.data(), n, DataType::Int32, ReduceOp::Sum, o);
     });
-    if (!declined)
+    if (!declined) {
       EXPECT_EQ(count_wrong(got.data(), want.data(), n, sizeof(std::int32_t)), 0) << algo;
+    }
   }
   std::vector<float> one(n, 1.0f), gathered(n * p);
   const auto declined = try_call("ring", true, [&](CollectiveOptions o) {
     o.order = ReduceOrder::Canonical;
     allgather(comm(), one.data(), gathered.data(), n, DataType::Float32, o);
   });
-  if (!declined)
+  if (!declined) {
     for (float v : gathered)
       ASSERT_EQ(v, 1.0f);
+  }
 }
 
 // The default table across nodes of one rank (pretend nodes of 1 in ctest): the ring above 16 KiB

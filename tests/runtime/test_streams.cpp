@@ -26,7 +26,9 @@ TEST(Streams, KernelsOnOneStreamRunInOrderWithoutOverlap) {
     x = -1;
   Stream s = d.create_stream();
   for (int k = 0; k < kKernels; ++k) {
-    s.launch({"k" + std::to_string(k), {kWgs, 1}, 0}, [&, k](const WorkgroupContext&) {
+    std::string name = "k";  // appended: GCC 12's -Wrestrict misfires on "k" + std::to_string(k)
+    name += std::to_string(k);
+    s.launch({name, {kWgs, 1}, 0}, [&, k](const WorkgroupContext&) {
       int t0 = clock.fetch_add(1);
       for (int m = first_start[k].load(); t0 < m && !first_start[k].compare_exchange_weak(m, t0);) {
       }
