@@ -134,9 +134,11 @@ void call(Communicator& c, Collective coll, const std::string& algo, const void*
     case Collective::AllToAll:
       return alltoall(c, send, recv, count, dt, o);
     case Collective::AllToAllv:
+    case Collective::Broadcast:
       break;
   }
-  throw Error(ErrorCode::InvalidUsage, "the benchmark has no All-to-Allv mode");
+  throw Error(ErrorCode::InvalidUsage,
+              fmt::format("the benchmark has no {} mode", tilecomm::to_string(coll)));
 }
 
 struct Stats {

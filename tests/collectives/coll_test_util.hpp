@@ -51,7 +51,7 @@ tilecomm::Communicator& comm();
 ///   --coll allreduce|reduce_scatter|allgather|alltoall|all   (alltoall includes alltoallv)
 ///   --algo NAME|auto|all   NAME must be registered; when TILECOMM_<COLL> is set it must equal NAME
 ///                          and the calls go through the environment, else through the options
-///   --counts full|small    small drops 2^20+5
+///   --counts full|small    small takes 50003 elements instead of 2^20+5
 ///   --expect "allreduce:mpi,ring/alltoall:mpi"   (for the algorithm-list check)
 struct Options {
   std::string coll = "all";
