@@ -29,7 +29,8 @@ MODES = ("sequential", "shaped", "fused")
 
 def link_arg(gbit, prof):
     """The emulated link's tc rate, or the rate tilecomm_calibrate measured under load in that
-    setting when lower (every rank sending to every off-node rank: 81-97 % of the tc rate)."""
+    setting when lower (every rank sending to every off-node rank in the library's 63 KiB pieces:
+    95-96 % of the tc rate at 2-4 nodes)."""
     rate = int(gbit) * 1e9 / 8
     measured = prof.get("paths", {}).get("link_bytes_per_s", 0)
     if measured > 0:

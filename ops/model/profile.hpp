@@ -95,8 +95,9 @@ struct Profile {
   double launch_s = 0;
   /// tilecomm::barrier on the calibration job.
   double barrier_s = 0;
-  /// Bytes per second a node's NIC sustains while every rank sends to every off-node rank
-  /// (calibrate_link.hpp); 0 on one node, and in older profiles. The simulator's default link.
+  /// Bytes per second a node's NIC sustains while every rank sends to every off-node rank, in the
+  /// library's eager pieces (calibrate_link.hpp); 0 on one node, and in older profiles. The
+  /// simulator's default link.
   double link_bytes_per_s = 0;
 };
 

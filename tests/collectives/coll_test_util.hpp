@@ -182,10 +182,14 @@ class GuardedBuffer {
       : bytes_(bytes), mem_(bytes + 2 * kGuard, std::byte{kPattern}) {
     // GCC 12 reads the memset's size as possibly 2^64 - 128 on some inlined paths (a false
     // -Wstringop-overflow: mem_ holds bytes + 2 * kGuard).
+#if defined(__GNUC__) && !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
     std::memset(data(), fill, bytes);
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
   }
   std::byte* data() {
     return mem_.data() + kGuard;
