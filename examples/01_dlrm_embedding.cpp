@@ -11,7 +11,7 @@
 // Checks: sequential equals a plain C++ reference, shaped and fused equal sequential bitwise (table
 // values are small integers, so every sum is exact). Exit code 1 on any mismatch.
 //
-//   mpirun -np 2 ./01_dlrm_embedding [--steps 6] [--batch 2048] [--dim 32] [--pool 20]
+//   mpirun -np 2 ./01_dlrm_embedding [--steps 16] [--batch 2048] [--dim 32] [--pool 20]
 //                                    [--zipf 1.05] [--mode all|sequential|shaped|fused|auto]
 #include <fmt/format.h>
 #include <mpi.h>
@@ -99,7 +99,7 @@ Bags make_bags(const Zipf& zipf, std::size_t g, std::size_t batch, std::size_t p
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // tilecomm needs MULTIPLE
-  int steps = 6;
+  int steps = 16;
   std::size_t batch = 2048, dim = 32, pool = 20;
   double zipf_s = 1.05;
   std::uint64_t seed = 42;

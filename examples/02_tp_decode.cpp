@@ -15,7 +15,7 @@
 // Also timed per token: the layers' AllReduces alone ("allreduce only"), the most that overlapping
 // them with the GEMVs could save; the last line says how much of it fused mode saved.
 //
-//   mpirun -np 2 ./02_tp_decode [--tokens 12] [--hidden 1024] [--ffn 4096] [--blocks 2]
+//   mpirun -np 2 ./02_tp_decode [--tokens 16] [--hidden 1024] [--ffn 4096] [--blocks 2]
 //                               [--mode all|sequential|shaped|fused|auto]
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -66,7 +66,7 @@ float act(float v) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // tilecomm needs MULTIPLE
-  int tokens = 12, blocks = 2;
+  int tokens = 16, blocks = 2;
   std::size_t hidden = 1024, ffn = 4096;
   std::string mode_flag = "all";
   CLI::App app{"Tensor-parallel decoding: GemvAllReduce per layer, per-token latency per mode"};

@@ -17,7 +17,7 @@
 // its id), shaped and fused equal sequential bitwise (small integers and gate weights in eighths:
 // every sum is exact). Exit code 1 on any mismatch.
 //
-//   mpirun -np 2 ./03_moe_layer [--steps 6] [--tokens 256] [--k-dim 128] [--n-dim 128]
+//   mpirun -np 2 ./03_moe_layer [--steps 16] [--tokens 256] [--k-dim 128] [--n-dim 128]
 //                               [--experts 2] [--skew 1.2] [--mode
 //                               all|sequential|shaped|fused|auto] [--zero-copy]
 #include <fmt/format.h>
@@ -82,7 +82,7 @@ Routing route(std::size_t tokens, std::size_t k, std::size_t experts, double ske
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  // tilecomm needs MULTIPLE
-  int steps = 6;
+  int steps = 16;
   std::size_t tokens = 256, kdim = 128, ndim = 128, experts = 2;
   double skew = 1.2;
   std::uint64_t seed = 7;

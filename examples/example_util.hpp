@@ -30,7 +30,8 @@ inline std::vector<tilecomm::Mode> modes_to_run(const std::string& flag) {
 
 /// `modes` rotated left by `step`: each mode takes its turn at running first. The first call after
 /// host-side work (building inputs, checking results) pays for waking the device's idle workers
-/// and for cold caches; rotating spreads that cost over all modes instead of charging one.
+/// and for cold caches; rotating spreads that cost over all modes instead of charging one (and
+/// rotation_speedups() compares whole rotations).
 inline std::vector<tilecomm::Mode> in_turn(std::vector<tilecomm::Mode> modes, int step) {
   std::rotate(modes.begin(), modes.begin() + step % static_cast<int>(modes.size()), modes.end());
   return modes;
@@ -90,26 +91,47 @@ inline Spread spread(const std::vector<double>& v) {
   return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
 }
 
+/// The speed-ups of `t` over `seq` (samples of the same steps), one per rotation of the `n` modes:
+/// the sum of sequential's times over n consecutive steps divided by the mode's. in_turn() gives
+/// every mode every position once in n consecutive steps, and the position weighs as much as the
+/// mode: the first call after the host work finds cold caches (in 01 at np 2, the first call of a
+/// step takes ~1.4x the time of the third, whatever the mode). A ratio of two calls of one step
+/// compares two positions; a ratio over a rotation compares like with like, still side by side.
+inline std::vector<double> rotation_speedups(const std::vector<double>& seq,
+                                             const std::vector<double>& t, std::size_t n) {
+  std::vector<double> out;
+  const std::size_t samples = std::min(seq.size(), t.size());
+  n = std::max<std::size_t>(n, 1);
+  for (std::size_t i = 0; i + n <= samples; i += n) {
+    double s = 0, m = 0;
+    for (std::size_t j = i; j < i + n; ++j) {
+      s += seq[j];
+      m += t[j];
+    }
+    if (m > 0) out.push_back(s / m);
+  }
+  return out;
+}
+
 /// One line per mode: median time [min, max], and the speed-up over sequential as the median
-/// [min, max] of the per-sample ratios (sample i of every mode comes from the same step, so each
-/// ratio compares runs taken side by side). Call on rank 0.
+/// [min, max] of rotation_speedups() (samples taken side by side, in every position). Call on
+/// rank 0.
 inline void print_times(const std::string& what, const std::string& mode_flag,
                         const std::vector<double> (&ms)[kModeSlots]) {
   using tilecomm::Mode;
   const std::vector<double>& seq = ms[0];
+  const std::size_t n = modes_to_run(mode_flag).size();
   for (Mode m : {Mode::Sequential, Mode::Shaped, Mode::Fused, Mode::Auto}) {
     if (m != Mode::Sequential && !reported(mode_flag, m)) continue;  // the reference: always
     const std::vector<double>& t = ms[static_cast<int>(m)];
-    std::vector<double> ratios;
-    for (std::size_t i = 0; i < std::min(t.size(), seq.size()); ++i)
-      if (t[i] > 0) ratios.push_back(seq[i] / t[i]);
+    const std::vector<double> ratios = rotation_speedups(seq, t, n);
     const Spread time = spread(t), speedup = spread(ratios);
     // The first line is the examples' original format (tools read it); the ranges follow on a
     // line of their own.
     fmt::print("  {:<10} {} median {:8.3f} ms  (x{:.2f} vs sequential, {} samples)\n",
                tilecomm::to_string(m), what, time.median, speedup.median, t.size());
-    fmt::print("      range {:.3f}-{:.3f} ms, x{:.2f}-x{:.2f}\n", time.min, time.max, speedup.min,
-               speedup.max);
+    fmt::print("      range {:.3f}-{:.3f} ms, x{:.2f}-x{:.2f} over {} rotations of {} steps\n",
+               time.min, time.max, speedup.min, speedup.max, ratios.size(), n);
   }
 }
 

@@ -4,8 +4,9 @@
 Layouts: `np2` and `np4` on one node (shared memory), `2x1` and `2x2` = 2 emulated nodes x 1 or 2
 ranks through tools/cluster (network namespaces, TCP over veth at --rate; needs root). Each example
 prints, per mode, its median time [min, max] and the speed-up over sequential as the median [min,
-max] of per-step ratios (modes alternate inside every step, so each ratio compares runs taken side
-by side). This script collects those lines into one markdown table.
+max] over rotations of the modes (the modes take turns inside every step; a rotation is as many
+steps as modes, every mode once in every position: examples/README.md). This script collects those
+lines into one markdown table.
 
 With several --build directories (A/B: e.g. main's build and a branch's), the builds alternate run
 by run, so both see the same machine load. --cpus split,shared does the same for how the emulated
@@ -28,9 +29,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = {
-    "01": ("01_dlrm_embedding", ["--steps", "11"]),
+    "01": ("01_dlrm_embedding", ["--steps", "16"]),
     "02": ("02_tp_decode", ["--tokens", "16"]),
-    "03": ("03_moe_layer", ["--steps", "11"]),
+    "03": ("03_moe_layer", ["--steps", "16"]),
 }
 LINE = re.compile(
     r"^\s+(sequential|shaped|fused|auto)\s+(.*?)\s*median\s+([\d.]+) ms\s+\(x([\d.]+) vs "
