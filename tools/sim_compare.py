@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -69,7 +70,8 @@ def main():
                     help="a run of sim_validate.sh: its profiles and measurements")
     ap.add_argument("--also", action="append", default=[],
                     help="more runs of the same grid: a row's measured median is then the median "
-                         "of the runs' medians, [min, max] over all of them")
+                         "of the runs' medians (of an even count, the mean of the middle two; "
+                         "until 2026-11-28 the upper one), [min, max] over all of them")
     ap.add_argument("--cores", type=float, default=2, help="cores of the machine the runs shared")
     ap.add_argument("--burst", type=int, default=-1,
                     help="bytes of the emulated links' tbf token buckets, as sim_validate.sh's "
@@ -107,12 +109,12 @@ def main():
             capture_output=True, text=True, check=True).stdout
         pred = {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1))
                 for m in MODES + ("compute",)}
-        comp = sorted(r["compute_us"] for r in runs)[len(runs) // 2]
+        comp = statistics.median(r["compute_us"] for r in runs)
         cratio = pred["compute"] / comp
         computes.append((label, op, cratio))
         for m in MODES:
-            medians = sorted(r[m + "_us"] for r in runs)
-            rows.append((s, label, op, SHAPES[op].format(size), m, medians[len(medians) // 2],
+            rows.append((s, label, op, SHAPES[op].format(size), m,
+                         statistics.median(r[m + "_us"] for r in runs),
                          min(r["min_us"][m] for r in runs), max(r["max_us"][m] for r in runs),
                          pred[m], cratio))
     key = lambda r: (0 if r[0] == "shm" else 1, r[0][0] if r[0] != "shm" else "", r[0], r[2], r[3])
@@ -129,7 +131,7 @@ def main():
               f"{ratio:.2f} | {cratio:.2f} | {ratio / cratio:.2f} |")
     cr = sorted(c[2] for c in computes)
     print(f"\nThe compute kernel alone (sequential's first kernel, fused_perf's compute_us): "
-          f"predicted / measured {cr[0]:.2f}-{cr[-1]:.2f}, median {cr[len(cr) // 2]:.2f} "
+          f"predicted / measured {cr[0]:.2f}-{cr[-1]:.2f}, median {statistics.median(cr):.2f} "
           f"over {len(cr)} rows.")
     worst = max(rows, key=lambda r: abs(r[8] / r[5] - 1))
     print(f"\nDivided by the compute kernel's own ratio (the compute this run's load left the ranks): "
@@ -143,7 +145,7 @@ def main():
 def print_settings(rows, computes):
     """Per setting: rows within ±15 %, pred / meas median [min, max], the compute kernel's
     pred / meas median, and the same divided by the compute's ratio (README's table)."""
-    med = lambda v: sorted(v)[len(v) // 2]
+    med = statistics.median
     print("\n| setting | rows | within ±15 % | pred / meas median [min, max] | compute kernel pred / "
           "meas, median | ÷ compute's: within ±15 %, median [min, max] |")
     print("|---|---|---|---|---|---|")
