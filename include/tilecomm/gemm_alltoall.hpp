@@ -140,9 +140,10 @@ class GemmAllToAll {
   std::size_t first_expert() const;  ///< global id of this rank's first expert
   std::size_t local_experts() const;
   /// Rows per tile (OpOptions::tile, default 32). Without an explicit tile, the tiles of rows
-  /// that come from (and results that go back to) another node are a whole number of these,
-  /// about 48 KiB of results each, in every mode (the same tiles everywhere: fused mode sends
-  /// fewer, larger MPI messages); tiles of on-node rows have exactly this many rows.
+  /// that come from (and results that go back to) another node take as many rows, in steps of 16,
+  /// as fit in 48 KiB of results (48 rows at N >= 256), in every mode (the same tiles everywhere:
+  /// fused mode sends fewer, larger MPI messages, each under Open MPI's TCP eager limit); tiles
+  /// of on-node rows are a whole number of these, more for thin GEMMs (K small).
   std::size_t tile_rows() const;
   /// Mode::Auto's settled mode; empty while it is still trying modes (ops.hpp, Mode::Auto).
   std::optional<Mode> auto_choice() const;

@@ -63,6 +63,9 @@ inline constexpr double kNodeFmasPerUs = 40000.0;         // 40 GFMA/s: the pack
 /// (docs/ops.md, "Off-node tiles under the eager limit"). GemmReduceScatter's 256-row tiles of
 /// N = 1024 (1 MiB) likewise: 12-row ones took fused from 97 to 61 ms at 4 emulated nodes.
 inline constexpr std::size_t kOffNodeEagerBytes = std::size_t{48} << 10;
+/// GemmAllToAll's off-node tiles take rows in steps of this many (it divides the 32-row tiles of
+/// the node, so a tile's flags stay at 16-row granularity at most).
+inline constexpr std::size_t kOffNodeRowStep = 16;
 /// The most rows of `row_bytes` each that fit in kOffNodeEagerBytes; at least 1.
 inline std::size_t eager_rows(std::size_t row_bytes) {
   return std::max<std::size_t>(1, kOffNodeEagerBytes / std::max<std::size_t>(1, row_bytes));

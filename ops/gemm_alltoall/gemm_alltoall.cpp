@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <numeric>
 
 #include "ops/common/op_util.hpp"
 #include "ops/gemm_alltoall/gemm_alltoall_impl.hpp"
@@ -43,17 +44,22 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     ctx.invalid(fmt::format("max_rows_out = {} is too large for n = {}", max_out, n));
   tile_rows = ctx.options.tile ? ctx.options.tile : 32;
   tile_cols = std::min<std::size_t>(n, 256);
-  // Tiles bound for (or coming from) another node: a whole number of row tiles of about
-  // kOffNodeEagerBytes, so narrow results do not go out as many small MPI messages (each costs its
-  // sender ~20 us of CPU through TCP here, as much as its GEMM); an explicit OpOptions::tile
+  // Tiles bound for (or coming from) another node: the most rows, in steps of kOffNodeRowStep,
+  // whose results fit in kOffNodeEagerBytes, so narrow results do not go out as many small MPI
+  // messages (each costs its sender ~20 us of CPU through TCP here, as much as its GEMM). At N >=
+  // 256 that is 48 rows, 48 KiB: whole 32-row tiles sent 32 KiB, and fused took 1.10-1.20x
+  // sequential's time at 2 emulated nodes, 10 Gbit/s (docs/ops.md). An explicit OpOptions::tile
   // applies to every path.
   const std::size_t row_bytes = tile_cols * sizeof(float);
-  off_rows = ctx.options.tile
-                 ? tile_rows
-                 : tile_rows * std::max<std::size_t>(1, eager_rows(row_bytes) / tile_rows);
+  off_rows = ctx.options.tile ? tile_rows
+                              : std::max(kOffNodeRowStep,
+                                         eager_rows(row_bytes) / kOffNodeRowStep * kOffNodeRowStep);
   // Tiles within the node: whole row tiles enough to pay for a tile's task, flag and wait
   // (gemm_alltoall_node_rows: thin GEMMs, K = 1, take 4x as many rows).
   node_rows = ctx.options.tile ? tile_rows : gemm_alltoall_node_rows(k, n, tile_rows);
+  // Every tile starts at a multiple of off_rows or node_rows: the flags count rows in their
+  // greatest common divisor.
+  flag_rows = std::gcd(off_rows, node_rows);
   col_blocks = (n + tile_cols - 1) / tile_cols;
   // The model sees the most rows this rank's experts compute (the routing is per call).
   ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, node_rows});
@@ -79,7 +85,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     max_out_of[q] = static_cast<std::size_t>(all[3 * q + 2]);
     max_out_all = std::max(max_out_all, max_out_of[q]);
   }
-  max_row_blocks = (max_out_all + tile_rows - 1) / tile_rows;
+  max_row_blocks = (max_out_all + flag_rows - 1) / flag_rows;
   // An owner returns to a source at most min(its max_rows_in, the source's max_rows_out) rows
   // (prepare checks both bounds before a tile moves).
   slot_rows = std::min(max_in_all, max_out_all);

@@ -68,9 +68,9 @@ struct GemmAllToAllImpl {
   void fill_header(int peer, std::uint64_t* words) const;
   void check_header(int peer, const std::uint64_t* words) const;
   /// Flag index (and MPI tag) of the result tile of global expert g at (row in expert, column).
-  /// (Tiles start at multiples of off_rows or node_rows, themselves multiples of tile_rows.)
+  /// (Tiles start at multiples of off_rows or node_rows, themselves multiples of flag_rows.)
   std::size_t flag_of(std::size_t g, std::size_t row, std::size_t col) const {
-    return (g * max_row_blocks + row / tile_rows) * col_blocks + col / tile_cols;
+    return (g * max_row_blocks + row / flag_rows) * col_blocks + col / tile_cols;
   }
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
   /// The tiles of experts [e0, e1), source by source in `sources`' order.
@@ -116,7 +116,7 @@ struct GemmAllToAllImpl {
   void run_fused_layer(const float* tokens, float* y);
   /// Fused run_layer: where source s's rows for owner o start in o's input half (floats).
   std::size_t input_slot(int owner, int src) const;
-  /// Fused run_layer: the input flag of source s's rows [r * tile_rows, (r + 1) * tile_rows) for
+  /// Fused run_layer: the input flag of source s's rows [r * flag_rows, (r + 1) * flag_rows) for
   /// local expert e of the owner (one per GEMM row tile: each tile awaits exactly its rows).
   std::size_t input_flag(int src, std::size_t e, std::size_t r) const {
     return (src * most_experts + e) * std::max<std::size_t>(max_row_blocks, 1) + r;
@@ -130,8 +130,9 @@ struct GemmAllToAllImpl {
   std::vector<std::size_t> max_in_of;   // per rank: its max_rows_in
   std::size_t most_experts = 0;         // the most experts of a rank
   std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
-  std::size_t off_rows = 0;   // rows of a tile to or from another node: a multiple of tile_rows
+  std::size_t off_rows = 0;   // rows of a tile to or from another node
   std::size_t node_rows = 0;  // rows of a tile within the node: a multiple of tile_rows
+  std::size_t flag_rows = 0;  // rows per flag (and MPI tag): gcd(off_rows, node_rows)
   /// Rows per tile between this rank and `peer` (the same on both sides of the pair).
   std::size_t row_step(int peer) const { return topo.on_node(peer) ? node_rows : off_rows; }
   /// The row tiles of `rows` rows exchanged with `peer`: f(first row, rows in the tile). Every

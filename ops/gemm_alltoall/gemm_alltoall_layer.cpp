@@ -65,7 +65,7 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
       const std::size_t rows = route.send_counts[g];
       for_row_tiles(o, rows, [&](std::size_t r, std::size_t h) {
         sends.push_back({o, tokens + (y_row(g) + r) * k, h * k, offset + r * k,
-                         input_flag(me, g - first_expert[o], r / tile_rows)});
+                         input_flag(me, g - first_expert[o], r / flag_rows)});
       });
       offset += rows * k;
     }
@@ -80,7 +80,7 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
       const std::size_t rows = route.recv_counts[e * p + s];
       input_at[e * p + s] = offset;
       for_row_tiles(s, rows, [&](std::size_t r, std::size_t h) {
-        expected.push_back({s, nullptr, h * k, offset + r * k, input_flag(s, e, r / tile_rows)});
+        expected.push_back({s, nullptr, h * k, offset + r * k, input_flag(s, e, r / flag_rows)});
       });
       offset += rows * k;
     }
@@ -97,7 +97,7 @@ void GemmAllToAllImpl::run_fused_layer(const float* tokens, float* y) {
   for (const GemmTile& t : tiles) {
     BlockRoute r = result_route(t);
     if (t.src != me)  // its rows arrive in this call
-      r.input = input_flag(t.src, t.expert, t.row0 / tile_rows);
+      r.input = input_flag(t.src, t.expert, t.row0 / flag_rows);
     produced.push_back(r);
   }
   // The results coming back: as run()'s fused mode.

@@ -161,14 +161,19 @@ TEST(GemmAllToAll, LayerMatchesReferenceInEveryMode) {
   check_layer(comm, dev, 5, 270, 2, 4);  // two column blocks, small row tiles
 }
 
-// With the default tile and N = 128, tiles to and from other nodes are 96 rows (3 x 32: about
-// 48 KiB of results) and on-node ones 128 (4 x 32: a K = 16 row is too little work for a tile of
+// With the default tile and N = 128, tiles to and from other nodes are 96 rows (about 48 KiB of
+// results) and on-node ones 128 (4 x 32: a K = 16 row is too little work for a tile of
 // its own, gemm_alltoall_node_rows): pairs of up to 216 rows mix whole and partial tiles of both
 // tilings in one call (on pretend nodes), and run_layer's dispatch blocks follow each row step.
 TEST(GemmAllToAll, LargerOffNodeTilesMatchTheReference) {
   Communicator comm(MPI_COMM_WORLD);
   Device dev(test_device_config());
   check_layer(comm, dev, 16, 128, 2, 0, {}, 12);
+  // N = 300 (column blocks of 256 and 44 floats): off-node tiles of 48 rows (48 KiB, in steps of
+  // 16: not a whole number of the 32-row tiles) beside on-node ones of whole 32-row tiles, so the
+  // flags count 16 rows; both run() and run_layer().
+  check_layer(comm, dev, 16, 300, 2, 0, {}, 12);
+  check(comm, dev, 16, 300, 2);
 }
 
 // Inputs of ~0.5-1 MB per (source, expert) block: copies and MPI messages that take a while, so a
