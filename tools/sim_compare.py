@@ -83,9 +83,27 @@ def main():
                          "an MPI_Allreduce after it, so 2 (0: back to back)")
     ap.add_argument("--sim-arg", action="append", default=[],
                     help="one more tilecomm_sim argument (e.g. --sim-arg=--proxy-polls)")
+    ap.add_argument("--profiles", choices=("each", "first"), default="each",
+                    help="each: every grid's rows are predicted from that grid's own profiles and "
+                         "a row's ratio is the median of the grids' pred / meas (each grid a "
+                         "whole experiment: calibrated, predicted and measured in one state of "
+                         "the machine); first: the first grid's profiles predict the median of "
+                         "every grid's measurements (until 2026-11-28)")
     a = ap.parse_args()
     rows = []
     computes = []  # (setting, op, predicted / measured compute kernel): the profile's share
+
+    def predict(op, size, s, grid):
+        profile = os.path.join(grid, f"profile_{s}.json")
+        args, label = setting_args(s, a.cores, a.burst, profile, a.gap)
+        out = subprocess.run(
+            [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
+             SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile", profile,
+             "--repeated-call"] + args + a.sim_arg,
+            capture_output=True, text=True, check=True).stdout
+        return label, {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1))
+                       for m in MODES + ("compute",)}
+
     for path in sorted(glob.glob(os.path.join(a.results, "*_*_*.json"))):
         name = os.path.basename(path)[:-5]
         if name.startswith("profile_"):
@@ -93,38 +111,32 @@ def main():
         op, size, s = re.fullmatch(r"(.+)_(\d+)_(\w+)", name).groups()
         if op not in SHAPES:
             continue
-        runs = [json.load(open(path))[0]]
-        for other in a.also:
-            p2 = os.path.join(other, os.path.basename(path))
-            if os.path.exists(p2):
-                runs.append(json.load(open(p2))[0])
-        meas = runs[0]
-        size = re.match(r"\w+=(\d+)", meas["shape"]).group(1)  # as run (M rounded to the ranks)
-        args, label = setting_args(s, a.cores, a.burst,
-                                   os.path.join(a.results, f"profile_{s}.json"), a.gap)
-        out = subprocess.run(
-            [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
-             SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile",
-             os.path.join(a.results, f"profile_{s}.json"), "--repeated-call"] + args + a.sim_arg,
-            capture_output=True, text=True, check=True).stdout
-        pred = {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1))
-                for m in MODES + ("compute",)}
-        comp = statistics.median(r["compute_us"] for r in runs)
-        cratio = pred["compute"] / comp
+        grids = [a.results] + [g for g in a.also if os.path.exists(os.path.join(g, name + ".json"))]
+        runs = [json.load(open(os.path.join(g, name + ".json")))[0] for g in grids]
+        size = re.match(r"\w+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded to ranks)
+        preds = []
+        for g in grids if a.profiles == "each" else grids[:1]:
+            label, pred = predict(op, size, s, g)
+            preds.append(pred)
+        med = statistics.median
+        if a.profiles == "each":  # a ratio per grid, from its own profile
+            cratio = med(p["compute"] / r["compute_us"] for p, r in zip(preds, runs))
+            ratio = {m: med(p[m] / r[m + "_us"] for p, r in zip(preds, runs)) for m in MODES}
+        else:
+            cratio = preds[0]["compute"] / med(r["compute_us"] for r in runs)
+            ratio = {m: preds[0][m] / med(r[m + "_us"] for r in runs) for m in MODES}
         computes.append((label, op, cratio))
         for m in MODES:
-            rows.append((s, label, op, SHAPES[op].format(size), m,
-                         statistics.median(r[m + "_us"] for r in runs),
+            rows.append((s, label, op, SHAPES[op].format(size), m, med(r[m + "_us"] for r in runs),
                          min(r["min_us"][m] for r in runs), max(r["max_us"][m] for r in runs),
-                         pred[m], cratio))
+                         med(p[m] for p in preds), cratio, ratio[m]))
     key = lambda r: (0 if r[0] == "shm" else 1, r[0][0] if r[0] != "shm" else "", r[0], r[2], r[3])
     rows.sort(key=key)
-    print("| setting | op, shape | mode | measured median [min, max] us | predicted us | pred / meas "
-          "| compute pred / meas | pred / meas ÷ compute's |")
+    print("| setting | op, shape | mode | measured median [min, max] us | predicted us (median) | "
+          "pred / meas | compute pred / meas | pred / meas ÷ compute's |")
     print("|---|---|---|---|---|---|---|---|")
     within = within_norm = 0
-    for s, label, op, shape, m, med, lo, hi, pred, cratio in rows:
-        ratio = pred / med
+    for s, label, op, shape, m, med, lo, hi, pred, cratio, ratio in rows:
         within += abs(ratio - 1) <= 0.15
         within_norm += abs(ratio / cratio - 1) <= 0.15
         print(f"| {label} | {op} {shape} | {m} | {med:.0f} [{lo:.0f}, {hi:.0f}] | {pred:.0f} | "
@@ -133,12 +145,12 @@ def main():
     print(f"\nThe compute kernel alone (sequential's first kernel, fused_perf's compute_us): "
           f"predicted / measured {cr[0]:.2f}-{cr[-1]:.2f}, median {statistics.median(cr):.2f} "
           f"over {len(cr)} rows.")
-    worst = max(rows, key=lambda r: abs(r[8] / r[5] - 1))
+    worst = max(rows, key=lambda r: abs(r[10] - 1))
     print(f"\nDivided by the compute kernel's own ratio (the compute this run's load left the ranks): "
           f"{within_norm} of {len(rows)} rows within ±15 %.")
     print(f"\n{within} of {len(rows)} rows within ±15 %; worst: {worst[1]}, {worst[2]} {worst[3]} "
           f"{worst[4]}: predicted {worst[8]:.0f} us, measured {worst[5]:.0f} us "
-          f"({worst[8] / worst[5]:.2f}x)")
+          f"({worst[10]:.2f}x)")
     print_settings(rows, computes)
 
 
@@ -153,8 +165,8 @@ def print_settings(rows, computes):
     total = total_norm = 0
     for label in labels:
         mine = [r for r in rows if r[1] == label]
-        ratios = [r[8] / r[5] for r in mine]
-        norm = [r[8] / r[5] / r[9] for r in mine]
+        ratios = [r[10] for r in mine]
+        norm = [r[10] / r[9] for r in mine]
         w = sum(abs(x - 1) <= 0.15 for x in ratios)
         wn = sum(abs(x - 1) <= 0.15 for x in norm)
         total += w
