@@ -47,7 +47,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
   // Tiles bound for (or coming from) another node: the most rows, in steps of kOffNodeRowStep,
   // whose results fit in kOffNodeEagerBytes, so narrow results do not go out as many small MPI
   // messages (each costs its sender ~20 us of CPU through TCP here, as much as its GEMM). At N >=
-  // 256 that is 48 rows, 48 KiB: whole 32-row tiles sent 32 KiB, and fused took 1.10-1.20x
+  // 256 that is 48 rows, 48 KiB: whole 32-row tiles sent 32 KiB, and fused took 1.08-1.17x
   // sequential's time at 2 emulated nodes, 10 Gbit/s (docs/ops.md). An explicit OpOptions::tile
   // applies to every path.
   const std::size_t row_bytes = tile_cols * sizeof(float);
