@@ -90,6 +90,7 @@ def main():
                          "the machine); first: the first grid's profiles predict the median of "
                          "every grid's measurements (until 2026-11-28)")
     a = ap.parse_args()
+    median = statistics.median
     rows = []
     computes = []  # (setting, op, predicted / measured compute kernel): the profile's share
 
@@ -118,18 +119,17 @@ def main():
         for g in grids if a.profiles == "each" else grids[:1]:
             label, pred = predict(op, size, s, g)
             preds.append(pred)
-        med = statistics.median
         if a.profiles == "each":  # a ratio per grid, from its own profile
-            cratio = med(p["compute"] / r["compute_us"] for p, r in zip(preds, runs))
-            ratio = {m: med(p[m] / r[m + "_us"] for p, r in zip(preds, runs)) for m in MODES}
+            cratio = median(p["compute"] / r["compute_us"] for p, r in zip(preds, runs))
+            ratio = {m: median(p[m] / r[m + "_us"] for p, r in zip(preds, runs)) for m in MODES}
         else:
-            cratio = preds[0]["compute"] / med(r["compute_us"] for r in runs)
-            ratio = {m: preds[0][m] / med(r[m + "_us"] for r in runs) for m in MODES}
+            cratio = preds[0]["compute"] / median(r["compute_us"] for r in runs)
+            ratio = {m: preds[0][m] / median(r[m + "_us"] for r in runs) for m in MODES}
         computes.append((label, op, cratio))
         for m in MODES:
-            rows.append((s, label, op, SHAPES[op].format(size), m, med(r[m + "_us"] for r in runs),
+            rows.append((s, label, op, SHAPES[op].format(size), m, median(r[m + "_us"] for r in runs),
                          min(r["min_us"][m] for r in runs), max(r["max_us"][m] for r in runs),
-                         med(p[m] for p in preds), cratio, ratio[m]))
+                         median(p[m] for p in preds), cratio, ratio[m]))
     key = lambda r: (0 if r[0] == "shm" else 1, r[0][0] if r[0] != "shm" else "", r[0], r[2], r[3])
     rows.sort(key=key)
     print("| setting | op, shape | mode | measured median [min, max] us | predicted us (median) | "
