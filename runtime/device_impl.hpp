@@ -73,6 +73,8 @@ struct Worker {
   // When the thread last woke from its futex (steady clock, ns): how long it has run since, which
   // the scheduler reads for its own thread only.
   std::int64_t awake_since_ns = 0;
+  // When it last gave its core away (sched_yield) to a high-priority WG of its CU.
+  std::int64_t yielded_ns = 0;
   std::atomic<std::uint32_t> mailbox{0};  // kEmpty / kHasTask / kStop
   std::thread thread;
   static constexpr std::uint32_t kEmpty = 0, kHasTask = 1, kStop = 2;
@@ -86,6 +88,9 @@ struct ComputeUnit {
   std::unique_ptr<std::byte[], AlignedBytes> lds;
   std::vector<std::pair<std::size_t, std::size_t>> allocs;  // (offset, size), sorted by offset
   int resident = 0;
+  // Of them, WGs of streams above normal priority; since when at least one has been (steady ns).
+  int resident_high = 0;
+  std::int64_t high_since_ns = 0;
   std::size_t lds_used = 0;
   int max_resident = 0;
   std::size_t max_lds_used = 0;
@@ -96,6 +101,12 @@ struct ComputeUnit {
 /// kernel here preempts at 4 ms ticks): a WG of a high-priority stream then goes to a sleeping
 /// worker, which the OS runs on waking, rather than to it (DeviceImpl::schedule).
 inline constexpr std::int64_t kNearSliceEndNs = 1'000'000;
+
+/// A worker about to run a normal WG gives its core away (sched_yield) when a WG of a stream above
+/// normal priority has been resident on its CU this long, and again every this long while one is:
+/// woken from a sleep, the high-priority thread is runnable, but the OS lets a running thread
+/// finish its time slice (a 4 ms tick here) first. Shorter collectives never see a yield.
+inline constexpr std::int64_t kYieldEveryNs = 300'000;
 
 /// Timer slack of the device's worker threads (PR_SET_TIMERSLACK), ns: their sleeps last what they
 /// ask for, not 50 us more.

@@ -112,6 +112,8 @@ void DeviceImpl::schedule(Worker* self, std::vector<Worker*>& wake) {
       w->idle = false;
       w->task = Task{k, k->next++, best_off};
       ++cu.resident;
+      if (k->stream->priority > Stream::kNormal && cu.resident_high++ == 0)
+        cu.high_since_ns = now_ns();
       if (k->lds > 0) {
         auto pos = std::lower_bound(cu.allocs.begin(), cu.allocs.end(),
                                     std::make_pair(best_off, std::size_t{0}));
@@ -176,11 +178,13 @@ void DeviceImpl::run_task(Worker& w, const Task& t, std::exception_ptr& error) {
 void DeviceImpl::finish_task(Worker& w, const Task& t, std::exception_ptr error) {
   std::vector<Worker*> wake;
   bool progressed = false;
+  bool yield = false;
   {
     std::lock_guard lock(mu);
     KernelState& k = *t.kernel;
     ComputeUnit& cu = cus[w.cu];
     --cu.resident;
+    if (k.stream->priority > Stream::kNormal) --cu.resident_high;
     if (k.lds > 0) {
       auto it = std::find(cu.allocs.begin(), cu.allocs.end(), std::make_pair(t.lds_offset, k.lds));
       cu.allocs.erase(it);
@@ -199,8 +203,14 @@ void DeviceImpl::finish_task(Worker& w, const Task& t, std::exception_ptr error)
     if (k.done == k.total) progressed = advance_all();
     w.idle = true;
     schedule(&w, wake);  // may hand this worker its next WG directly
+    if (!w.idle && cu.resident_high > 0 && w.task.kernel->stream->priority <= Stream::kNormal) {
+      const std::int64_t now = now_ns();
+      yield = now - std::max(w.yielded_ns, cu.high_since_ns) >= kYieldEveryNs;
+      if (yield) w.yielded_ns = now;
+    }
   }
   notify(wake, progressed);
+  if (yield) sched_yield();
 }
 
 void DeviceImpl::worker_loop(Worker& w) {

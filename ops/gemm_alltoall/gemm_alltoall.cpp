@@ -44,16 +44,12 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     ctx.invalid(fmt::format("max_rows_out = {} is too large for n = {}", max_out, n));
   tile_rows = ctx.options.tile ? ctx.options.tile : 32;
   tile_cols = std::min<std::size_t>(n, 256);
-  // Tiles bound for (or coming from) another node: the most rows, in steps of kOffNodeRowStep,
-  // whose results fit in kOffNodeEagerBytes, so narrow results do not go out as many small MPI
-  // messages (each costs its sender ~20 us of CPU through TCP here, as much as its GEMM). At N >=
-  // 256 that is 48 rows, 48 KiB: whole 32-row tiles sent 32 KiB, and fused took 1.08-1.17x
-  // sequential's time at 2 emulated nodes, 10 Gbit/s (docs/ops.md). An explicit OpOptions::tile
-  // applies to every path.
-  const std::size_t row_bytes = tile_cols * sizeof(float);
-  off_rows = ctx.options.tile ? tile_rows
-                              : std::max(kOffNodeRowStep,
-                                         eager_rows(row_bytes) / kOffNodeRowStep * kOffNodeRowStep);
+  // Tiles bound for (or coming from) another node (gemm_alltoall_off_rows): as many rows as fit
+  // the eager limit, so narrow results do not go out as many small MPI messages (each costs its
+  // sender ~20 us of CPU through TCP here, as much as its GEMM). At N >= 256 that is 48 rows,
+  // 48 KiB: whole 32-row tiles sent 32 KiB, and fused took 1.08-1.17x sequential's time at 2
+  // emulated nodes, 10 Gbit/s (docs/ops.md). An explicit OpOptions::tile applies to every path.
+  off_rows = ctx.options.tile ? tile_rows : gemm_alltoall_off_rows(n);
   // Tiles within the node: whole row tiles enough to pay for a tile's task, flag and wait
   // (gemm_alltoall_node_rows: thin GEMMs, K = 1, take 4x as many rows).
   node_rows = ctx.options.tile ? tile_rows : gemm_alltoall_node_rows(k, n, tile_rows);

@@ -19,4 +19,12 @@ inline std::size_t gemm_alltoall_node_rows(std::size_t k, std::size_t n, std::si
   return tile_rows * std::clamp<std::size_t>(tiles, 1, 16);
 }
 
+/// Rows of a result tile bound for (or coming from) another node, for N columns: the most rows,
+/// in steps of kOffNodeRowStep, whose results (min(N, 256) columns) fit in kOffNodeEagerBytes, so
+/// narrow results do not go out as many small MPI messages. N >= 256: 48 rows (48 KiB).
+inline std::size_t gemm_alltoall_off_rows(std::size_t n) {
+  const std::size_t row_bytes = std::min<std::size_t>(n, 256) * sizeof(float);
+  return std::max(kOffNodeRowStep, eager_rows(row_bytes) / kOffNodeRowStep * kOffNodeRowStep);
+}
+
 }  // namespace tilecomm::detail

@@ -62,6 +62,7 @@ struct Work {
   std::size_t tiles = 0;
   double tile_s = 0;      // one tile on one CU
   double tile_bytes = 0;  // one tile's message
+  double off_bytes = 0;   // one off-node tile's message (GemmAllToAll's are larger)
   double payload = 0;     // the collective's bytes per rank (sequential, shaped)
   CollKind kind = CollKind::AllToAll;
   double msgs_off = 0, msgs_on = 0;  // fused: messages to off-node / other on-node ranks
@@ -75,7 +76,7 @@ bool gemv_one_shot(const OpShape& s, const Layout& l) {
          FusedAlgorithm::OneShot;
 }
 
-Work work_of(const Profile& p, const OpShape& s, const Layout& l) {
+Work work_of(const Profile& p, const OpShape& s, const Layout& l, const OpOptions& o) {
   const double ranks = l.ranks, q = l.ranks_per_node();
   const double off = (ranks - q) / ranks, on = (q - 1) / ranks;  // shares of destinations
   const std::size_t tile = s.tile ? s.tile : default_tile(s, l);
@@ -122,9 +123,15 @@ Work work_of(const Profile& p, const OpShape& s, const Layout& l) {
       w.msgs_off = w.tiles * off;
       w.msgs_on = w.tiles * on;
       if (s.op == OpKind::GemmReduceScatter) w.reduce_bytes = (ranks - 1) / ranks * w.payload;
+      if (s.op == OpKind::GemmAllToAll && !o.tile) {  // the operator's own off-node rows
+        const std::size_t off_rows = detail::gemm_alltoall_off_rows(s.n);
+        w.msgs_off = double(ceil_div(s.m, off_rows) * col_blocks) * off;
+        w.off_bytes = double(off_rows) * tile_cols * kFloat;
+      }
       break;
     }
   }
+  if (w.off_bytes == 0) w.off_bytes = w.tile_bytes;
   return w;
 }
 
@@ -223,7 +230,7 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
 }
 
 Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const OpOptions& o) {
-  const Work w = work_of(p, s, l);
+  const Work w = work_of(p, s, l, o);
   const double cus = std::max(1, l.cus);
   Prediction r;
   r.tiles = w.tiles;
@@ -257,15 +264,15 @@ Prediction predict(const Profile& p, const OpShape& s, const Layout& l, const Op
   {
     const PathCost& mpi = path(p, true);
     const PathCost& shm = path(p, false);
-    const double tb = w.tile_bytes;
+    const double tb = w.tile_bytes, ob = w.off_bytes;
     const double cpu =
-        w.tiles * w.tile_s + w.msgs_off * (mpi.cpu_send.at(tb) + mpi.cpu_recv.at(tb)) +
+        w.tiles * w.tile_s + w.msgs_off * (mpi.cpu_send.at(ob) + mpi.cpu_recv.at(ob)) +
         w.msgs_on * (shm.cpu_send.at(tb) + shm.cpu_recv.at(tb)) + w.reduce_bytes * p.reduce.c[1];
-    const double link = w.msgs_off > 0 ? w.msgs_off * tb * mpi.beta() : 0.0;
+    const double link = w.msgs_off > 0 ? w.msgs_off * ob * mpi.beta() : 0.0;
     // One proxy receives every off-node message, one at a time (as the simulator replays it): as
     // many receives as sends on average, each its receive CPU, however many cores compute.
-    const double proxy = w.msgs_off * mpi.cpu_recv.at(tb);
-    const double tail = w.msgs_off > 0  ? mpi.alpha() + p.proxy_s + tb * mpi.beta()
+    const double proxy = w.msgs_off * mpi.cpu_recv.at(ob);
+    const double tail = w.msgs_off > 0  ? mpi.alpha() + p.proxy_s + ob * mpi.beta()
                         : w.msgs_on > 0 ? p.flag_s + tb * shm.beta()
                                         : 0.0;
     // A pipeline: the link starts after the first tile (fill), the last tile's transfer drains.

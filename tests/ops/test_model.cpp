@@ -167,6 +167,33 @@ TEST(ModelPredict, GemvAcrossTwoNodesByHand) {
   EXPECT_NEAR(q.fused, (256 + 4096 + 10 + 30 + 1024) * 1e-6, 1e-9);
 }
 
+// GemmAllToAll sends another node tiles of gemm_alltoall_off_rows (48 rows at N = 256, 48 KiB),
+// not the node's 32-row tiles: 96 rows, K = 1, N = 256 at 2 nodes x 1 rank, 1 CU. Three 32-row
+// tiles of 8.192 us (1 ns per multiply-add); half the rows go to the other node, as one 48-row
+// message (not 1.5 of 32 KiB): the link's 49152 B x 2 ns = 98.304 us after the first tile, then
+// the tail (latency + proxy + the last 49152 B). With an explicit OpOptions::tile of 32 every path
+// takes 32 rows: 1.5 messages of 32 KiB.
+TEST(ModelPredict, GemmAllToAllOffNodeMessagesTakeTheOperatorsOffNodeRows) {
+  Profile p = round_profile();
+  p.gemm.c = {0, 0, 1e-9};
+  ASSERT_EQ(detail::gemm_alltoall_off_rows(256), 48u);
+  EXPECT_EQ(detail::gemm_alltoall_off_rows(1024), 48u);  // min(N, 256) columns per tile
+  EXPECT_EQ(detail::gemm_alltoall_off_rows(64), 192u);
+  OpShape s;
+  s.op = OpKind::GemmAllToAll;
+  s.m = 96;
+  s.k = 1;
+  s.n = 256;
+  s.tile = 32;  // the node's rows, as the operator tells the model
+  const Prediction r = predict(p, s, Layout{2, 2, 1, 1}, OpOptions{});
+  EXPECT_EQ(r.tiles, 3u);
+  EXPECT_NEAR(r.fused, (8.192 + 98.304 + 10 + 30 + 98.304) * 1e-6, 1e-12);
+  OpOptions o;
+  o.tile = 32;
+  const Prediction q = predict(p, s, Layout{2, 2, 1, 1}, o);
+  EXPECT_NEAR(q.fused, (8.192 + 1.5 * 32768 * 2e-3 + 10 + 30 + 32768 * 2e-3) * 1e-6, 1e-12);
+}
+
 // Many cores do not receive faster: one proxy takes every off-node message, one at a time. 64
 // one-shot blocks of 16 rows (64 B) to the other node on 8 cores: the cores' share of all the CPU
 // is (64 x 0.016 + 64 x (3 + 2)) / 8 = 40.128 us, the link 64 x 64 B x 2 ns after the first tile,

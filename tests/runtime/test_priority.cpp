@@ -1,5 +1,7 @@
 // Placement rules between streams of different priority.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <chrono>
 #include <mutex>
@@ -135,6 +137,54 @@ TEST(Priority, LongRunningWorkerHandsTheHighPriorityWorkgroupToASleepingOne) {
   d.synchronize();
   EXPECT_NE(h_slot.load(), c0_slot.load()) << "the worker that ran C0 for 3 ms kept H";
   EXPECT_EQ(c1_slot.load(), c0_slot.load());
+}
+
+// The shaped mode's collective is a high-priority WG that polls MPI between messages, yielding
+// (Open MPI's mpi_yield_when_idle), on a core it shares with compute (docs/runtime.md, "Workers").
+// A thread that yields instead of sleeping earns no claim on the core: the OS gives it back only
+// when the compute thread's time slice ends (a 4 ms tick here) unless compute gives it away. So a
+// worker about to run a normal WG yields once per kYieldEveryNs while a high-priority WG is
+// resident on its CU. Everything on one core (the test thread's affinity, which the workers
+// inherit); 1 CU, 2 slots, compute shaped by LDS to one WG at a time: C is 600 WGs of 50 us
+// (30 ms); H waits 20 times for 100 us to pass, polling with sched_yield. Given the core every
+// ~300 us, H ends after ~6-10 ms of C; waiting for ticks, it would end after C.
+TEST(Priority, ComputeYieldsTheCoreToAResidentHighPriorityWorkgroup) {
+  cpu_set_t saved, one;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved))
+    ++cpu;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  std::atomic<int> c_done{0}, c_done_when_h_ended{-1};
+  {
+    Device d(config(1, 2, 64 << 10));
+    Stream compute = d.create_stream(Stream::kNormal);
+    Stream comm = d.create_stream(Stream::kHigh);
+    constexpr int kTiles = 600;
+    compute.launch({"C", {kTiles, 1}, 48 << 10}, [&](const WorkgroupContext&) {
+      const auto until = std::chrono::steady_clock::now() + 50us;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      c_done.fetch_add(1);
+    });
+    test::wait_for([&] { return c_done.load() > 0; }, "C to start");
+    comm.launch({"H", {1, 1}, 0}, [&](const WorkgroupContext&) {
+      for (int i = 0; i < 20; ++i) {
+        const auto until = std::chrono::steady_clock::now() + 100us;
+        while (std::chrono::steady_clock::now() < until)
+          sched_yield();
+      }
+      c_done_when_h_ended = c_done.load();
+    });
+    d.synchronize();
+    EXPECT_EQ(c_done.load(), kTiles);
+  }
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved), 0);
+  EXPECT_LT(c_done_when_h_ended.load(), 450)
+      << "H (20 waits of 100 us, polling) ended only after " << c_done_when_h_ended.load()
+      << " of C's 600 WGs of 50 us";
 }
 
 }  // namespace
