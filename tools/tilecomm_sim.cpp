@@ -102,9 +102,10 @@ int main(int argc, char** argv) {
                "kernel (it polls MPI; default: CPU per receive only)");
   app.add_flag(
       "--repeated-call", s.repeated_call,
-      "the call repeats on the same weights and indices (a benchmark's loop): GEMV weights, or "
-      "the rows an embedding call looks up, that fit in half the profile's L3 per node are "
-      "charged from the caches (its gemv_warm, embedding_warm points)");
+      "the call repeats on the same weights and indices (a benchmark's loop): the share of the "
+      "GEMV weights, or of the rows an embedding call looks up, that the profile's L3 keeps is "
+      "charged from the caches (its gemv_warm, embedding_warm points): all of it when they fit in "
+      "half the L3, none from twice it on, between linear in log2 of the size");
   app.add_option("--loop-gap", s.loop_gap_s,
                  "seconds between the loop's calls (--burst with --repeated-call), when the "
                  "buckets refill: a benchmark's barrier between timed calls (default 0)")

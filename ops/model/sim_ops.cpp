@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/common/op_util.hpp"
 #include "ops/common/plan_layout.hpp"
@@ -37,30 +38,37 @@ int fused_wgs(const SimSetup& s, const Topology& topo) {
   return topo.num_nodes > 1 ? s.cus : s.slots;
 }
 
-// Whether a repeated call (SimSetup::repeated_call, a benchmark's loop) finds its data in the
-// caches: the bytes each rank reads, times the ranks sharing one L3, fit in half of it.
-bool warm_call(const Profile& p, const SimSetup& s, const Fit& warm, double bytes_per_rank) {
+}  // namespace
+
+double warm_share(const Profile& p, const SimSetup& s, const Fit& warm, double bytes_per_rank) {
   const int sharing = s.ranks_per_cache > 0 ? s.ranks_per_cache : s.ranks_per_node;
-  return s.repeated_call && !warm.table.empty() && p.cache_bytes > 0 &&
-         bytes_per_rank * double(sharing) <= 0.5 * p.cache_bytes;
+  if (!s.repeated_call || warm.table.empty() || p.cache_bytes <= 0) return 0.0;
+  const double ws = bytes_per_rank * double(sharing);
+  if (ws <= 0) return 1.0;
+  return std::clamp(0.5 * std::log2(2.0 * p.cache_bytes / ws), 0.0, 1.0);
 }
 
-// A GEMV tile: its W streamed from memory, or from the caches when the call repeats on weights
-// the L3 holds.
+namespace {
+
+// A GEMV tile: its W streamed from memory, from the caches, or the warm share's blend of the two.
 double gemv_tile_s(const Profile& p, const SimSetup& s, std::size_t rows) {
   const double w_bytes = double(s.shape.m) * double(s.shape.k) * sizeof(float);
-  const Fit& f = warm_call(p, s, p.gemv_warm, w_bytes) ? p.gemv_warm : p.gemv;
-  return std::max(0.0, f.at(double(rows), double(rows) * s.shape.k * s.shape.n));
+  const double h = warm_share(p, s, p.gemv_warm, w_bytes);
+  const double x1 = double(rows), x2 = double(rows) * s.shape.k * s.shape.n;
+  const double cold = p.gemv.at(x1, x2), warm = h > 0 ? p.gemv_warm.at(x1, x2) : 0.0;
+  return std::max(0.0, h * warm + (1 - h) * cold);
 }
-// An embedding tile: random rows from memory, or from the caches when the call repeats on the
-// same indices and every row it looks up (the global batch's bags of this rank's tables) fits.
+// An embedding tile: random rows from memory, from the caches (the call repeats on the same
+// indices: the global batch's bags of this rank's tables), or the warm share's blend.
 double pool_tile_s(const Profile& p, const SimSetup& s, std::size_t bags) {
   const OpShape& sh = s.shape;
   const double rows_bytes =
       double(sh.m) * double(sh.tables) * double(sh.pool) * double(sh.n) * sizeof(float);
-  const Fit& f = warm_call(p, s, p.embedding_warm, rows_bytes) ? p.embedding_warm : p.embedding;
+  const double h = warm_share(p, s, p.embedding_warm, rows_bytes);
   const double lookups = double(bags) * sh.pool;
-  return std::max(0.0, f.at(lookups, lookups * sh.n));
+  const double cold = p.embedding.at(lookups, lookups * sh.n);
+  const double warm = h > 0 ? p.embedding_warm.at(lookups, lookups * sh.n) : 0.0;
+  return std::max(0.0, h * warm + (1 - h) * cold);
 }
 
 // ---- GemvAllReduce ----

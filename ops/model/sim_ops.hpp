@@ -29,11 +29,11 @@ struct SimSetup {
   /// kernel (it polls MPI), besides the CPU of each receive. An upper bound: the real proxy backs
   /// off (sleeps) while nothing arrives.
   bool proxy_polls = false;
-  /// The call repeats on the same weights and indices (a benchmark's loop): data whose node's
-  /// share (per rank: GEMV's W, or the rows an embedding call looks up; times ranks_per_cache)
-  /// fits in half the profile's cache_bytes stay in the caches, and their tiles cost the
-  /// profile's gemv_warm or embedding_warm points. Off: a model's many layers stream their
-  /// weights from memory, and a training step looks up a new batch.
+  /// The call repeats on the same weights and indices (a benchmark's loop): the share of its data
+  /// (per rank: GEMV's W, or the rows an embedding call looks up; times ranks_per_cache) the
+  /// caches keep (warm_share) costs the profile's gemv_warm or embedding_warm points. Off: a
+  /// model's many layers stream their weights from memory, and a training step looks up a new
+  /// batch.
   bool repeated_call = false;
   /// With token buckets (NetworkParams::burst_bytes) and repeated_call: the idle time between
   /// two calls of the loop, when the buckets refill (a benchmark's barrier between timed calls).
@@ -44,6 +44,14 @@ struct SimSetup {
   OpOptions options;
   int ranks() const { return nodes * ranks_per_node; }
 };
+
+/// The share of a repeated call's data (SimSetup::repeated_call, a benchmark's loop) it finds in
+/// the caches, 0..1: all of it when the bytes each rank reads (`bytes_per_rank`), times the ranks
+/// sharing one last-level cache, fit in half the profile's cache_bytes; none from twice the cache
+/// on; in between linear in log2 of that working set (half at the cache's size). 0 when the call
+/// does not repeat, the profile has no `warm` points or no cache size. A tile then costs this share
+/// of its warm point's time plus the rest of its streamed point's.
+double warm_share(const Profile& p, const SimSetup& s, const Fit& warm, double bytes_per_rank);
 
 /// Error(InvalidArgument) naming what the simulator cannot run (an op it does not model, a bad
 /// layout or shape).

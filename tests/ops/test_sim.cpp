@@ -1,6 +1,8 @@
 // The simulator (ops/model/sim*.hpp) on hand-made costs whose timelines are known exactly.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "collectives/default_thresholds.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/model/sim.hpp"
@@ -282,8 +284,9 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
 }
 
 // A repeated call (a benchmark's loop) charges GEMV tiles the warm points while the node's W fits
-// in half the profile's cache, else the streamed ones; a one-off call always streams. M = 64,
-// K = 8, float32: 2 KiB of W per rank, 4 KiB for a node of two ranks.
+// in half the profile's cache, the streamed ones from twice the cache on, and between them a blend
+// (warm_share: half warm at the cache's size); a one-off call always streams. M = 64, K = 8,
+// float32: 2 KiB of W per rank, 4 KiB for a node of two ranks.
 TEST(Sim, RepeatedCallsOnCachedWeightsCostTheWarmPoints) {
   Profile p;
   p.gemv.c = {1 * kMs, 0, 0};                      // streamed: 1 ms a tile
@@ -296,14 +299,22 @@ TEST(Sim, RepeatedCallsOnCachedWeightsCostTheWarmPoints) {
   EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);
   s.repeated_call = true;
   EXPECT_NEAR(simulate_modes(p, s, c).compute, 1 * kMs, 1e-9);  // 4 KiB <= 4 KiB: warm
-  p.cache_bytes = 6 << 10;
-  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);  // 4 KiB > 3 KiB: streamed
-  p.cache_bytes = 0;                                            // unknown: streamed
+  EXPECT_DOUBLE_EQ(warm_share(p, s, p.gemv_warm, 2 << 10), 1.0);
+  p.cache_bytes = 4 << 10;  // 4 KiB = the cache: half of each tile warm, half streamed
+  EXPECT_DOUBLE_EQ(warm_share(p, s, p.gemv_warm, 2 << 10), 0.5);
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 2.5 * kMs, 1e-9);
+  p.cache_bytes = 2 << 10;  // 4 KiB = twice the cache: streamed
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);
+  // Between: a working set of sqrt(2) caches is a quarter warm.
+  p.cache_bytes = 1 << 20;
+  EXPECT_NEAR(warm_share(p, s, p.gemv_warm, std::sqrt(2.0) * (1 << 19)), 0.25, 1e-12);
+  p.cache_bytes = 0;  // unknown: streamed
   EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);
 }
 
 // Nodes emulated on one machine share its L3 (tools/cluster): two nodes of one rank whose 2 KiB
-// of W each fit a 4 KiB cache's half alone, but not together. Before ranks_per_cache the
+// of W each fit a 4 KiB cache's half alone; together they fill it (half warm), and four such
+// ranks stream. Before ranks_per_cache the
 // validation charged such calls the warm points: GEMV M = 262144 K = 16 across 2 emulated nodes,
 // 410 us predicted against 1290-1640 us measured.
 TEST(Sim, RanksSharingOneCacheShareItsRoom) {
@@ -319,7 +330,9 @@ TEST(Sim, RanksSharingOneCacheShareItsRoom) {
   const SimCosts c = bare(0, 1e12);
   EXPECT_NEAR(simulate_modes(p, s, c).compute, 1 * kMs, 1e-9);  // one rank per cache: warm
   s.ranks_per_cache = 2;
-  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);  // 4 KiB > 2 KiB: streamed
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 2.5 * kMs, 1e-9);  // 4 KiB: half warm
+  s.ranks_per_cache = 4;
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, 4 * kMs, 1e-9);  // 8 KiB: streamed
 }
 
 // The same rule for an embedding call on the same indices: warm when the rows it looks up (the
@@ -339,8 +352,10 @@ TEST(Sim, RepeatedEmbeddingCallsOnCachedRowsCostTheWarmPoints) {
   EXPECT_NEAR(cold, 8 * kMs, 1e-9);  // 64 bags x 2 lookups on this rank's table
   s.repeated_call = true;
   EXPECT_NEAR(simulate_modes(p, s, c).compute, cold / 4, 1e-9);  // 8 KiB <= 8 KiB: warm
-  p.cache_bytes = 12 << 10;
-  EXPECT_NEAR(simulate_modes(p, s, c).compute, cold, 1e-9);  // 8 KiB > 6 KiB: cold
+  p.cache_bytes = 8 << 10;
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, (cold / 4 + cold) / 2, 1e-9);  // half warm
+  p.cache_bytes = 4 << 10;
+  EXPECT_NEAR(simulate_modes(p, s, c).compute, cold, 1e-9);  // 8 KiB = twice the cache: cold
   p.cache_bytes = 16 << 10;
   p.embedding_warm.table.clear();  // an older profile: no warm points
   EXPECT_NEAR(simulate_modes(p, s, c).compute, cold, 1e-9);
