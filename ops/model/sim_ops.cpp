@@ -497,7 +497,8 @@ double sequential_call(const Profile& p, const SimSetup& s, const SimCosts& cost
   return simulate(coll, s.ranks_per_node, costs, false, net).time;
 }
 
-// Shaped: chunks of tiles, each chunk's collective a task after its tiles (it waits for them).
+// Shaped: chunks of tiles, each chunk's collective a task after its tiles (it waits for them), a
+// launch before each.
 double shaped_call(const Profile& p, const SimSetup& s, const SimCosts& costs, Network* net) {
   const int n = s.ranks();
   const auto chunks = static_cast<std::size_t>(std::max(1, s.options.shaped.chunks));
@@ -513,6 +514,9 @@ double shaped_call(const Profile& p, const SimSetup& s, const SimCosts& costs, N
       SimTask collective{{}, "collective"};
       for (std::size_t i = 0; i < tiles.size(); ++i)
         collective.steps.push_back(SimStep::await(r, kChunkDone | (c << 20) | i));
+      // A later chunk's communication kernel waits on an event: dispatched when its chunk's
+      // compute ends, it pays a launch then (the first chunk's is in `start`).
+      if (c > 0) collective.steps.push_back(SimStep::compute(p.launch_s));
       for (const SimStep& st : chunk_collective(p, s, topo, c, chunks, kCollective + 16 * c))
         collective.steps.push_back(st);
       shaped[r].tasks.push_back(std::move(collective));

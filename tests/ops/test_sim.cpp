@@ -283,6 +283,26 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
   EXPECT_NEAR(run(false), 0.75 * kMs, 1e-9);
 }
 
+// Shaped pays the device's launch for its first compute and communication kernels, and for every
+// later chunk's communication kernel, which starts when its chunk's compute ends (queued behind
+// an event, it is dispatched then: a worker woken, or taken over). The setup above in two chunks,
+// one slot, so every step is on the critical path: launches of 0.1 ms add 0.2 + 0.1 ms.
+TEST(Sim, ShapedPaysALaunchPerChunkCollective) {
+  Profile p;
+  p.gemv.c = {1 * kMs, 0, 0};
+  p.shm.measured = p.mpi.measured = true;
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
+  s.options.shaped.chunks = 2;
+  const SimCosts c = bare(0.5 * kMs, 64 / (0.25 * kMs));
+  const double free = simulate_modes(p, s, c).shaped;
+  p.launch_s = 0.1 * kMs;
+  EXPECT_NEAR(simulate_modes(p, s, c).shaped - free, 0.3 * kMs, 1e-9);
+  s.options.shaped.chunks = 1;  // one chunk: its two kernels only
+  const double one = simulate_modes(p, s, c).shaped;
+  p.launch_s = 0;
+  EXPECT_NEAR(one - simulate_modes(p, s, c).shaped, 0.2 * kMs, 1e-9);
+}
+
 // A repeated call (a benchmark's loop) charges GEMV tiles the warm points while the node's W fits
 // in half the profile's cache, the streamed ones from twice the cache on, and between them a blend
 // (warm_share: half warm at the cache's size); a one-off call always streams. M = 64, K = 8,
