@@ -103,9 +103,10 @@ struct ComputeUnit {
 inline constexpr std::int64_t kNearSliceEndNs = 1'000'000;
 
 /// A worker about to run a normal WG gives its core away (sched_yield) when a WG of a stream above
-/// normal priority has been resident on its CU this long, and again every this long while one is:
-/// woken from a sleep, the high-priority thread is runnable, but the OS lets a running thread
-/// finish its time slice (a 4 ms tick here) first. Shorter collectives never see a yield.
+/// normal priority has been resident on its CU this long, and again every this long while one is.
+/// A high-priority WG that polls and yields (a collective across nodes: MPI's yield when idle)
+/// otherwise got the core back only when the compute thread's time slice ended, a 4 ms tick here
+/// (docs/runtime.md, "Time slices on a shared core"). Shorter collectives never see a yield.
 inline constexpr std::int64_t kYieldEveryNs = 300'000;
 
 /// Timer slack of the device's worker threads (PR_SET_TIMERSLACK), ns: their sleeps last what they
