@@ -35,6 +35,15 @@ SimSetup one_slot(const OpShape& shape, int nodes, int ranks_per_node) {
   return s;
 }
 
+// A profile whose GEMV tiles take `tile_s` each whatever their size, both paths measured (their
+// costs zero: only what a test's SimCosts set).
+Profile gemv_tiles_of(double tile_s) {
+  Profile p;
+  p.gemv.c = {tile_s, 0, 0};
+  p.shm.measured = p.mpi.measured = true;
+  return p;
+}
+
 // Two ranks on two nodes, one slot and core each: 4 tiles of 1 ms, each sent to the peer (0.5 ms
 // on the wire), then 4 tasks awaiting the peer's tiles. Tiles leave at 1, 2, 3, 4 ms and land
 // 0.5 ms later; the last await ends at 4.5 ms.
@@ -173,9 +182,7 @@ TEST(Sim, TokenBucketLetsItsBurstThroughThenTheRate) {
 // rate's bound: a loop cannot move more than the rate), as fused_perf's back-to-back calls
 // measure on the emulated links. A gap between the calls refills the buckets.
 TEST(Sim, LoopedCallsFindTheBucketsTheirPredecessorsLeft) {
-  Profile p;
-  p.gemv.c = {0.1 * kMs, 0, 0};
-  p.shm.measured = p.mpi.measured = true;
+  Profile p = gemv_tiles_of(0.1 * kMs);
   SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
   s.options.shaped.chunks = 1;
   SimCosts c = bare(0.5 * kMs, 64 / (0.25 * kMs));
@@ -210,9 +217,7 @@ TEST(Sim, AwaitWithoutSenderIsAnError) {
 //    rank 1's partial landed at 1.75), 1, reduces 1 at 4 ms, sends it: it lands at rank 1 at
 //    4.75 ms, the end (rank 1 symmetric).
 TEST(Sim, GemvSequentialAndFusedByHand) {
-  Profile p;
-  p.gemv.c = {1 * kMs, 0, 0};
-  p.shm.measured = p.mpi.measured = true;
+  Profile p = gemv_tiles_of(1 * kMs);
   SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
   s.options.fused_algorithm = FusedAlgorithm::TwoShot;
   s.options.shaped.chunks = 1;
@@ -288,9 +293,7 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
 // an event, it is dispatched then: a worker woken, or taken over). The setup above in two chunks,
 // one slot, so every step is on the critical path: launches of 0.1 ms add 0.2 + 0.1 ms.
 TEST(Sim, ShapedPaysALaunchPerChunkCollective) {
-  Profile p;
-  p.gemv.c = {1 * kMs, 0, 0};
-  p.shm.measured = p.mpi.measured = true;
+  Profile p = gemv_tiles_of(1 * kMs);
   SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
   s.options.shaped.chunks = 2;
   const SimCosts c = bare(0.5 * kMs, 64 / (0.25 * kMs));
