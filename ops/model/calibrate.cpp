@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "ops/model/fit.hpp"
 #include "ops/model/profile.hpp"
 #include "runtime/flags.hpp"
+#include "runtime/wait.hpp"
 #include "tilecomm/collectives.hpp"
 #include "tilecomm/env.hpp"
 #include "tilecomm/error.hpp"
@@ -532,6 +534,21 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
       s.launch({"calibrate.empty", {1, 1}, 0}, [](const WorkgroupContext&) {});
       s.synchronize();
     });
+    // One WG per slot, each returning once every slot's WG has started: a kernel's workers beyond
+    // the first come in. (Empty WGs would all run on the first worker before the others wake.)
+    const int grid = device.num_cus() * device.wg_slots_per_cu();
+    std::atomic<int> started{0};
+    p.launch_grid_s = time_median(500, [&](int) {
+      started.store(0, std::memory_order_relaxed);
+      s.launch({"calibrate.grid", {static_cast<std::size_t>(grid), 1}, 0},
+               [&](const WorkgroupContext&) {
+                 started.fetch_add(1, std::memory_order_acq_rel);
+                 Backoff wait(WaitPolicy::latency());
+                 while (started.load(std::memory_order_acquire) < grid)
+                   wait.pause();
+               });
+      s.synchronize();
+    });
   }
   p.barrier_s = time_median(500, [&](int) { barrier(comm); });
   // The proxy: the fused path's one-way time minus plain MPI's for the same 8 bytes. Not
@@ -582,9 +599,11 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
             "  link {:.3g} Gbit/s per node, every rank sending to every off-node rank\n",
             p.link_bytes_per_s * 8 / 1e9);
       out += fmt::format(
-          "overheads: flag {:.2f} us, launch {:.2f} us, barrier {:.2f} us, proxy {:.2f} us "
+          "overheads: flag {:.2f} us, launch {:.2f} us (a WG per slot: {:.2f} us), barrier {:.2f} "
+          "us, proxy {:.2f} us "
           "(per off-node tile, beyond MPI's latency)\nwrote {}\n",
-          p.flag_s * 1e6, p.launch_s * 1e6, p.barrier_s * 1e6, p.proxy_s * 1e6, path);
+          p.flag_s * 1e6, p.launch_s * 1e6, p.launch_grid_s * 1e6, p.barrier_s * 1e6,
+          p.proxy_s * 1e6, path);
       fmt::print("{}", out);
     }
   }

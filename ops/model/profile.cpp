@@ -86,6 +86,7 @@ std::string to_json_text(const Profile& p) {
              {{"proxy_s", p.proxy_s},
               {"flag_s", p.flag_s},
               {"launch_s", p.launch_s},
+              {"launch_grid_s", p.launch_grid_s},
               {"barrier_s", p.barrier_s}}}};
   return j.dump(2) + "\n";
 }
@@ -125,6 +126,7 @@ Profile load_profile(const std::string& path) {
     p.proxy_s = o.at("proxy_s").get<double>();
     p.flag_s = o.at("flag_s").get<double>();
     p.launch_s = o.at("launch_s").get<double>();
+    p.launch_grid_s = o.value("launch_grid_s", 0.0);  // older: not measured
     p.barrier_s = o.at("barrier_s").get<double>();
     return p;
   } catch (const json::exception& e) {

@@ -93,6 +93,10 @@ struct Profile {
   double flag_s = 0;
   /// Launching a one-WG kernel on the device and waiting for it.
   double launch_s = 0;
+  /// Launching a kernel of one WG per slot (CUs x slots), each returning once all have started,
+  /// and waiting for it: launch_s plus bringing in the workers beyond the first (where a rank has
+  /// fewer cores than slots, a wake-up and a context switch each). 0 in older profiles: launch_s.
+  double launch_grid_s = 0;
   /// tilecomm::barrier on the calibration job.
   double barrier_s = 0;
   /// Bytes per second a node's NIC sustains while every rank sends to every off-node rank, in the

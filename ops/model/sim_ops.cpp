@@ -28,6 +28,13 @@ constexpr double kFloat = sizeof(float);
 constexpr std::uint64_t kPartial = 1ull << 40, kReduced = 2ull << 40, kNodeSum = 3ull << 40;
 constexpr std::uint64_t kBlock = 4ull << 40, kChunkDone = 5ull << 40, kCollective = 6ull << 40;
 
+// A kernel's launch and wait: one WG's, or, when its WGs take more than one slot, one WG per
+// slot's (Profile::launch_grid_s: the workers beyond the first come in; where a rank has fewer
+// cores than slots, each is a context switch on the first one's core). Older profiles: launch_s.
+double kernel_launch_s(const Profile& p, std::size_t wgs, int slots) {
+  return wgs > 1 && slots > 1 && p.launch_grid_s > 0 ? p.launch_grid_s : p.launch_s;
+}
+
 double cores_of(const SimSetup& s) {
   return s.cpu_share > 0 ? s.cpu_share : s.cus;
 }
@@ -463,7 +470,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
                    : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
                                                                   : gemv_two_shot(p, s, topo);
     rank.cores = cores_of(s);
-    rank.start = p.launch_s;
+    rank.start = kernel_launch_s(p, std::size_t(s.slots), s.slots);  // persistent: a WG per slot
     rank.proxy_polls = s.proxy_polls && topo.num_nodes > 1;
     ranks.push_back(std::move(rank));
   }
@@ -484,7 +491,7 @@ double sequential_call(const Profile& p, const SimSetup& s, const SimCosts& cost
       compute[r].tasks.push_back({{SimStep::compute(t)}, "compute"});
     compute[r].slots = s.slots;
     compute[r].cores = cores_of(s);
-    compute[r].start = p.launch_s;
+    compute[r].start = kernel_launch_s(p, compute[r].tasks.size(), s.slots);
   }
   const SimResult first = simulate(compute, s.ranks_per_node, costs, false, net);
   *compute_time = first.time;
@@ -523,7 +530,8 @@ double shaped_call(const Profile& p, const SimSetup& s, const SimCosts& costs, N
     }
     shaped[r].slots = s.slots;
     shaped[r].cores = cores_of(s);
-    shaped[r].start = 2 * p.launch_s;  // the compute and the communication kernels
+    // The compute kernel (its tiles on every slot) and the one-WG communication kernel.
+    shaped[r].start = kernel_launch_s(p, shaped[r].tasks.size(), s.slots) + p.launch_s;
   }
   return simulate(shaped, s.ranks_per_node, costs, false, net).time;
 }

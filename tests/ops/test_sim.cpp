@@ -306,6 +306,34 @@ TEST(Sim, ShapedPaysALaunchPerChunkCollective) {
   EXPECT_NEAR(one - simulate_modes(p, s, c).shaped, 0.2 * kMs, 1e-9);
 }
 
+// A kernel whose WGs take more than one slot pays Profile::launch_grid_s (its workers beyond the
+// first come in), a one-WG kernel launch_s; an older profile (launch_grid_s 0) launch_s for all.
+// GEMV M = 64 in 16-row tiles on one rank of two slots: the compute kernel and the persistent fused
+// kernel take both slots; shaped's communication kernels are one WG each.
+TEST(Sim, KernelsOnSeveralSlotsPayTheGridLaunch) {
+  Profile p = gemv_tiles_of(1 * kMs);
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 1, 1);
+  s.slots = 2;
+  s.options.shaped.chunks = 2;
+  const SimCosts c = bare(0, 1e12);
+  const SimModes free = simulate_modes(p, s, c);
+  p.launch_s = 0.1 * kMs;
+  p.launch_grid_s = 0.4 * kMs;
+  const SimModes paid = simulate_modes(p, s, c);
+  EXPECT_NEAR(paid.compute - free.compute, 0.4 * kMs, 1e-9);
+  EXPECT_NEAR(paid.fused - free.fused, 0.4 * kMs, 1e-9);
+  // The compute kernel's grid launch and the first communication kernel's at the start; chunk 1's
+  // communication kernel waits for its tiles, which end last, so its launch adds too.
+  EXPECT_NEAR(paid.shaped - free.shaped, 0.4 * kMs + 0.1 * kMs + 0.1 * kMs, 1e-9);
+  p.launch_grid_s = 0;  // an older profile
+  EXPECT_NEAR(simulate_modes(p, s, c).compute - free.compute, 0.1 * kMs, 1e-9);
+  s.slots = 1;  // one slot: every kernel's WGs run on one worker
+  p.launch_grid_s = 0.4 * kMs;
+  const double one = simulate_modes(p, s, c).compute;
+  p.launch_s = p.launch_grid_s = 0;
+  EXPECT_NEAR(one - simulate_modes(p, s, c).compute, 0.1 * kMs, 1e-9);
+}
+
 // A repeated call (a benchmark's loop) charges GEMV tiles the warm points while the node's W fits
 // in half the profile's cache, the streamed ones from twice the cache on, and between them a blend
 // (warm_share: half warm at the cache's size); a one-off call always streams. M = 64, K = 8,
