@@ -512,8 +512,10 @@ double shaped_call(const Profile& p, const SimSetup& s, const SimCosts& costs, N
   std::vector<SimRank> shaped(n);
   for (int r = 0; r < n; ++r) {
     const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
+    std::size_t compute_wgs = 0;
     for (std::size_t c = 0; c < chunks; ++c) {
       const std::vector<double> tiles = chunk_tiles(p, s, topo, c, chunks, nullptr);
+      compute_wgs += tiles.size();
       for (std::size_t i = 0; i < tiles.size(); ++i)
         shaped[r].tasks.push_back({{SimStep::compute(tiles[i]),
                                     SimStep::send(r, kChunkDone | (c << 20) | i, 0, SimPath::Flag)},
@@ -530,8 +532,8 @@ double shaped_call(const Profile& p, const SimSetup& s, const SimCosts& costs, N
     }
     shaped[r].slots = s.slots;
     shaped[r].cores = cores_of(s);
-    // The compute kernel (its tiles on every slot) and the one-WG communication kernel.
-    shaped[r].start = kernel_launch_s(p, shaped[r].tasks.size(), s.slots) + p.launch_s;
+    // The compute kernel (its tiles) and the one-WG communication kernel.
+    shaped[r].start = kernel_launch_s(p, compute_wgs, s.slots) + p.launch_s;
   }
   return simulate(shaped, s.ranks_per_node, costs, false, net).time;
 }
