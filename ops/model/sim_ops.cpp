@@ -470,7 +470,7 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
                    : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
                                                                   : gemv_two_shot(p, s, topo);
     rank.cores = cores_of(s);
-    rank.start = kernel_launch_s(p, std::size_t(s.slots), s.slots);  // persistent: a WG per slot
+    rank.start = kernel_launch_s(p, std::size_t(rank.slots), rank.slots);  // its WGs: fused_wgs
     rank.proxy_polls = s.proxy_polls && topo.num_nodes > 1;
     ranks.push_back(std::move(rank));
   }

@@ -309,7 +309,8 @@ TEST(Sim, ShapedPaysALaunchPerChunkCollective) {
 // A kernel whose WGs take more than one slot pays Profile::launch_grid_s (its workers beyond the
 // first come in), a one-WG kernel launch_s; an older profile (launch_grid_s 0) launch_s for all.
 // GEMV M = 64 in 16-row tiles on one rank of two slots: the compute kernel and the persistent fused
-// kernel take both slots; shaped's communication kernels are one WG each.
+// kernel take both slots; shaped's communication kernels are one WG each; across nodes the fused
+// kernel is one WG per CU.
 TEST(Sim, KernelsOnSeveralSlotsPayTheGridLaunch) {
   Profile p = gemv_tiles_of(1 * kMs);
   SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 1, 1);
@@ -325,6 +326,17 @@ TEST(Sim, KernelsOnSeveralSlotsPayTheGridLaunch) {
   // The compute kernel's grid launch and the first communication kernel's at the start; chunk 1's
   // communication kernel waits for its tiles, which end last, so its launch adds too.
   EXPECT_NEAR(paid.shaped - free.shaped, 0.4 * kMs + 0.1 * kMs + 0.1 * kMs, 1e-9);
+  // Across nodes the fused kernel is one WG per CU (the host thread drives the proxy): one WG
+  // here, launch_s; its compute kernel still takes both slots.
+  SimSetup two = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
+  two.slots = 2;
+  p.launch_s = p.launch_grid_s = 0;
+  const SimModes free2 = simulate_modes(p, two, c);
+  p.launch_s = 0.1 * kMs;
+  p.launch_grid_s = 0.4 * kMs;
+  const SimModes paid2 = simulate_modes(p, two, c);
+  EXPECT_NEAR(paid2.fused - free2.fused, 0.1 * kMs, 1e-9);
+  EXPECT_NEAR(paid2.compute - free2.compute, 0.4 * kMs, 1e-9);
   p.launch_grid_s = 0;  // an older profile
   EXPECT_NEAR(simulate_modes(p, s, c).compute - free.compute, 0.1 * kMs, 1e-9);
   s.slots = 1;  // one slot: every kernel's WGs run on one worker
