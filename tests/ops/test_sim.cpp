@@ -312,38 +312,39 @@ TEST(Sim, ShapedPaysALaunchPerChunkCollective) {
 // kernel take both slots; shaped's communication kernels are one WG each; across nodes the fused
 // kernel is one WG per CU.
 TEST(Sim, KernelsOnSeveralSlotsPayTheGridLaunch) {
-  Profile p = gemv_tiles_of(1 * kMs);
+  const SimCosts c = bare(0, 1e12);
+  // What launches of `one` (one WG) and `grid` (a WG per slot) add to each mode of `s`.
+  auto added = [&](const SimSetup& s, double one, double grid) {
+    Profile p = gemv_tiles_of(1 * kMs);
+    const SimModes free = simulate_modes(p, s, c);
+    p.launch_s = one;
+    p.launch_grid_s = grid;
+    const SimModes paid = simulate_modes(p, s, c);
+    return SimModes{paid.sequential - free.sequential,
+                    paid.shaped - free.shaped,
+                    paid.fused - free.fused,
+                    paid.compute - free.compute,
+                    {}};
+  };
   SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 1, 1);
   s.slots = 2;
   s.options.shaped.chunks = 2;
-  const SimCosts c = bare(0, 1e12);
-  const SimModes free = simulate_modes(p, s, c);
-  p.launch_s = 0.1 * kMs;
-  p.launch_grid_s = 0.4 * kMs;
-  const SimModes paid = simulate_modes(p, s, c);
-  EXPECT_NEAR(paid.compute - free.compute, 0.4 * kMs, 1e-9);
-  EXPECT_NEAR(paid.fused - free.fused, 0.4 * kMs, 1e-9);
+  SimModes d = added(s, 0.1 * kMs, 0.4 * kMs);
+  EXPECT_NEAR(d.compute, 0.4 * kMs, 1e-9);
+  EXPECT_NEAR(d.fused, 0.4 * kMs, 1e-9);
   // The compute kernel's grid launch and the first communication kernel's at the start; chunk 1's
   // communication kernel waits for its tiles, which end last, so its launch adds too.
-  EXPECT_NEAR(paid.shaped - free.shaped, 0.4 * kMs + 0.1 * kMs + 0.1 * kMs, 1e-9);
+  EXPECT_NEAR(d.shaped, 0.4 * kMs + 0.1 * kMs + 0.1 * kMs, 1e-9);
+  EXPECT_NEAR(added(s, 0.1 * kMs, 0).compute, 0.1 * kMs, 1e-9);  // an older profile
   // Across nodes the fused kernel is one WG per CU (the host thread drives the proxy): one WG
   // here, launch_s; its compute kernel still takes both slots.
   SimSetup two = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
   two.slots = 2;
-  p.launch_s = p.launch_grid_s = 0;
-  const SimModes free2 = simulate_modes(p, two, c);
-  p.launch_s = 0.1 * kMs;
-  p.launch_grid_s = 0.4 * kMs;
-  const SimModes paid2 = simulate_modes(p, two, c);
-  EXPECT_NEAR(paid2.fused - free2.fused, 0.1 * kMs, 1e-9);
-  EXPECT_NEAR(paid2.compute - free2.compute, 0.4 * kMs, 1e-9);
-  p.launch_grid_s = 0;  // an older profile
-  EXPECT_NEAR(simulate_modes(p, s, c).compute - free.compute, 0.1 * kMs, 1e-9);
+  d = added(two, 0.1 * kMs, 0.4 * kMs);
+  EXPECT_NEAR(d.fused, 0.1 * kMs, 1e-9);
+  EXPECT_NEAR(d.compute, 0.4 * kMs, 1e-9);
   s.slots = 1;  // one slot: every kernel's WGs run on one worker
-  p.launch_grid_s = 0.4 * kMs;
-  const double one = simulate_modes(p, s, c).compute;
-  p.launch_s = p.launch_grid_s = 0;
-  EXPECT_NEAR(one - simulate_modes(p, s, c).compute, 0.1 * kMs, 1e-9);
+  EXPECT_NEAR(added(s, 0.1 * kMs, 0.4 * kMs).compute, 0.1 * kMs, 1e-9);
 }
 
 // A repeated call (a benchmark's loop) charges GEMV tiles the warm points while the node's W fits
