@@ -33,7 +33,7 @@ const Algorithm& allreduce_default(const CommImpl& comm, const CollArgs& args) {
       return allreduce_hierarchical;
   }
   if (topo.num_nodes > 1) {
-    if (bytes <= DefaultThresholds::allreduce_recursive_doubling_max)
+    if (bytes <= DefaultThresholds::allreduce_one_round_max_for(topo.num_nodes))
       return allreduce_recursive_doubling;
     return allreduce_ring;
   }

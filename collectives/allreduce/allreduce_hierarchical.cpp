@@ -22,8 +22,6 @@ namespace tilecomm::detail {
 namespace {
 
 constexpr int kReduceTag = 0x7e1, kGatherTag = 0x7e2;
-/// Slices up to this size take the inter-node one-shot (as recursive doubling's range).
-constexpr std::size_t kOneShotMaxBytes = DefaultThresholds::allreduce_recursive_doubling_max;
 
 std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
@@ -70,7 +68,9 @@ void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Co
   const int nn = comm.topo.num_nodes, r = comm.topo.node;
   if (nn == 1 || count == 0) return;
   const std::size_t elem = a.elem();
-  if (count * elem <= kOneShotMaxBytes) return cross_one_shot(comm, buf, count, a, tmp);
+  // Slices up to the one-round limit take the inter-node one-shot (as recursive doubling's range).
+  if (count * elem <= DefaultThresholds::allreduce_one_round_max_for(nn))
+    return cross_one_shot(comm, buf, count, a, tmp);
   const Slices blocks(count, nn, elem);
   const std::size_t mine = blocks.size(r), slot = blocks.per * elem;
   tmp.resize(std::max<std::size_t>(slot, 1) * nn);

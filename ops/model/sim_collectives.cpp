@@ -66,7 +66,7 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
   }
   if (nn > 1) {  // between the nodes: the ranks of my local rank, one per node
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
-    if (slice <= DefaultThresholds::allreduce_recursive_doubling_max) {
+    if (slice <= DefaultThresholds::allreduce_one_round_max_for(nn)) {
       for (int i = 1; i < nn; ++i)
         steps.push_back(
             SimStep::send(partner((topo.node + i) % nn), base + 3, slice, SimPath::Mpi));

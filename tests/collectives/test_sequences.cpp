@@ -450,9 +450,11 @@ TEST(ReduceOrder, IntegersAndNonReducingCollectivesIgnoreIt) {
   }
 }
 
-// The default table across nodes of one rank (pretend nodes of 1 in ctest): the ring above 16 KiB
-// at every size and node count. Until 2026-11-27 it took mpi above 4 MiB beyond two nodes (2.4x
-// the ring's time on 3 emulated nodes) and hierarchical on two.
+// The default table across nodes of one rank (pretend nodes of 1 in ctest): recursive doubling in
+// one round up to the limit (two nodes: while the message stays eager, 63 KiB; more nodes:
+// 16 KiB), the ring above. Until 2026-11-27 it took mpi above 4 MiB beyond two nodes (2.4x the
+// ring's time on 3 emulated nodes) and hierarchical on two; until 2026-11-28 the ring from 16 KiB
+// on two nodes too (2 x 1 at 5 Gbit/s, 21.9 KiB: 33 us against one round's 17).
 TEST(DefaultTable, AllReduceAcrossNodesOfOneRank) {
   const int p = world_size();
   int last_node = comm().node();
@@ -461,6 +463,12 @@ TEST(DefaultTable, AllReduceAcrossNodesOfOneRank) {
   const std::size_t mib = std::size_t{1} << 18;  // floats
   EXPECT_EQ(selected_algorithm(comm(), Collective::AllReduce, 1024, DataType::Float32),
             "recursive_doubling");
+  const std::size_t kib = 256;  // floats
+  EXPECT_EQ(selected_algorithm(comm(), Collective::AllReduce, 32 * kib, DataType::Float32),
+            p == 2 ? "recursive_doubling" : "ring");
+  EXPECT_EQ(selected_algorithm(comm(), Collective::AllReduce, 63 * kib, DataType::Float32),
+            p == 2 ? "recursive_doubling" : "ring");
+  EXPECT_EQ(selected_algorithm(comm(), Collective::AllReduce, 64 * kib, DataType::Float32), "ring");
   EXPECT_EQ(selected_algorithm(comm(), Collective::AllReduce, mib, DataType::Float32), "ring");
   EXPECT_EQ(selected_algorithm(comm(), Collective::AllReduce, 16 * mib, DataType::Float32), "ring");
 }
