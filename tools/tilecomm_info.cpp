@@ -30,7 +30,8 @@ int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout
              layout.ranks, layout.nodes, layout.cus, layout.wg_slots);
   fmt::print("profile: host {}, version {}; tile {} ({} tiles, {:.2f} us each on one CU)\n",
              profile.host, profile.version,
-             shape.tile ? shape.tile : model::default_tile(shape, layout), p.tiles, p.tile * 1e6);
+             shape.tile ? shape.tile : model::default_tile(shape, layout, model::off_node_path(profile)),
+             p.tiles, p.tile * 1e6);
   fmt::print(
       "  {:<10} {:10.1f} us  (all tiles on the CUs)\n  {:<10} {:10.1f} us  (after it, "
       "in sequential)\n",

@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
     costs.net.core_oversub = oversub;
     costs.net.burst_bytes = burst;
     costs.nic_offload = nic_offload;
+    s.off_node = model::sim_off_node_path(costs);  // as simulate_modes plans
     const model::SimModes m = model::simulate_modes(profile, s, costs, !timeline.empty());
     fmt::print(
         "{} {} on {} node(s) x {} rank(s), {} core(s) x {} slot(s) per rank; link {:.3g} "

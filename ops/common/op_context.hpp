@@ -203,6 +203,11 @@ class OpContext {
   }
   /// The rank layout the model sees: ranks, nodes, this device's CUs and WG slots.
   model::Layout model_layout() const;
+  /// The off-node path the tile rules cut for: this rank's profile's (model::off_node_path), the
+  /// defaults without one. Ranks may differ: an op agrees on its tiling (min_across_ranks).
+  detail::OffNodePath off_node_path() const {
+    return profile_ ? model::off_node_path(*profile_) : detail::OffNodePath{};
+  }
   /// Sequential mode's compute: a `tiles`-WG kernel on every CU, waited for.
   void run_compute(std::size_t tiles, const std::function<void(std::size_t tile)>& compute);
   /// Runs the shaped mode's chunk loop as ShapedOptions::policy says and waits for all of it.

@@ -24,25 +24,23 @@ constexpr std::size_t kOneShotMaxNodeBytes = std::size_t{48} << 10;
 /// slot would otherwise get no tile). Measured at 2 and 4 emulated nodes, 1 Gbit/s, M = 64 Ki and
 /// 256 Ki rows: 16 KiB tiles beat 4 KiB ones by 8-38 points of speed-up and tie with 32 KiB ones.
 constexpr std::size_t kOffNodeTileBytes = std::size_t{16} << 10;
-/// The off-node path the one-shot tile size is chosen for, until a calibrated profile exists:
-/// a 1 Gbit/s link (125 bytes/us) and ~25 us of CPU per Open MPI TCP message, sender and receiver
-/// (traced at 2 emulated nodes x 1 rank: 13-25 us from a block's store to its MPI_Isend's return
-/// on the sender alone). With 10 us, decode's 16 KiB up-projection took 4 blocks, and fused was
-/// 11-19 % slower than sequential there; with 2 blocks 4-6 % (docs/ops.md, the latency path).
-constexpr double kOffNodeBytesPerUs = 125.0;
-constexpr double kOffNodeMessageUs = 25.0;
-
 /// One-shot row blocks. The call's exposed communication is about the last block's transfer,
 /// S / n x beta, plus the message cost of every block, n x c: n = sqrt(S beta / c) minimises it
-/// across nodes. At least one block per compute WG (two on a node, for balance), a multiple of
-/// the WGs, at least 16 rows. `bytes`: the payload, M x batch floats.
+/// across nodes, taken as the better of the multiples of the compute WGs either side (every WG
+/// computes a block). On a node: two blocks per compute WG, for balance. At least 16 rows.
+/// `bytes`: the payload, M x batch floats.
 std::size_t one_shot_tile(std::size_t m, std::size_t bytes, std::size_t compute_wgs,
-                          bool spans_nodes) {
-  std::size_t n = 2 * compute_wgs;
+                          bool spans_nodes, const OffNodePath& path) {
+  const std::size_t w = std::max<std::size_t>(1, compute_wgs);
+  std::size_t n = 2 * w;
   if (spans_nodes) {
-    const double s_beta = static_cast<double>(bytes) / kOffNodeBytesPerUs;
-    const auto best = static_cast<std::size_t>(std::lround(std::sqrt(s_beta / kOffNodeMessageUs)));
-    n = (std::max(best, compute_wgs) + compute_wgs - 1) / compute_wgs * compute_wgs;
+    const double s_beta = static_cast<double>(bytes) / path.bytes_per_us;
+    const double c = std::max(path.message_us, 1e-3);
+    auto exposed = [&](std::size_t blocks) { return double(blocks) * c + s_beta / double(blocks); };
+    const double best = std::sqrt(s_beta / c);
+    const std::size_t below = std::max<std::size_t>(1, static_cast<std::size_t>(best / double(w)));
+    n = below * w;
+    if (exposed((below + 1) * w) < exposed(n)) n = (below + 1) * w;
   }
   return std::max<std::size_t>(16, ((m + n - 1) / n + 15) / 16 * 16);
 }
@@ -70,7 +68,8 @@ FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payloa
 }
 
 std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, FusedAlgorithm algorithm,
-                              std::size_t wg_slots, int ranks, bool spans_nodes) {
+                              std::size_t wg_slots, int ranks, bool spans_nodes,
+                              const OffNodePath& path) {
   // Two-shot on one node: about 8 tiles per WG slot of the job, a multiple of 16, 16..1024 rows
   // (4 KiB of Y: with n vectors, n times fewer rows). A block also carries enough work to pay
   // for its three tasks (min_node_tile_rows: a row reads k floats of W and stores and reduces n
@@ -83,7 +82,7 @@ std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, Fused
   // 2 blocks of 4096 rows were 4-13 % faster than sequential, 4 of 2048 rows 11-17 % slower).
   // One-shot: one_shot_tile() (the host drives the proxy: every WG slot computes).
   if (algorithm == FusedAlgorithm::OneShot)
-    return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes);
+    return one_shot_tile(m, m * n * sizeof(float), wg_slots, spans_nodes, path);
   const auto p = static_cast<std::size_t>(std::max(1, ranks));
   if (spans_nodes) {
     const std::size_t slots = std::max<std::size_t>(1, wg_slots);

@@ -37,11 +37,24 @@ enum class GemvOneShotTask : std::size_t { Compute, NodeReduce, Final };
 /// one-shot up to 256 KiB, and across more than two nodes only while (nodes - 1) x payload is at
 /// most 48 KiB; two-shot otherwise.
 FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes, int nodes);
+/// The off-node path one-shot blocks are cut for: the link's bytes per microsecond and the CPU
+/// microseconds each MPI message costs its sender and receiver. The defaults stand in until a
+/// calibrated profile gives both (model::off_node_path): a 1 Gbit/s link and ~25 us per Open MPI
+/// TCP message (traced at 2 emulated nodes x 1 rank: 13-25 us from a block's store to its
+/// MPI_Isend's return on the sender alone). With 10 us, decode's 16 KiB up-projection took 4
+/// blocks at 1 Gbit/s, and fused was 11-19 % slower than sequential; with 2 blocks 4-6 %
+/// (docs/ops.md, the latency path).
+struct OffNodePath {
+  double bytes_per_us = 125.0;
+  double message_us = 25.0;
+};
+
 /// The default tile (rows) of an M x k_local GEMV on n vectors for `algorithm` (resolved) on
-/// `wg_slots` WG slots per rank, `ranks` ranks, across nodes or not (the constructor's rule; then
-/// the smallest across ranks).
+/// `wg_slots` WG slots per rank, `ranks` ranks, across nodes or not, one-shot blocks cut for
+/// `path` (the constructor's rule; then the smallest across ranks).
 std::size_t gemv_default_tile(std::size_t m, std::size_t k, std::size_t n, FusedAlgorithm algorithm,
-                              std::size_t wg_slots, int ranks, bool spans_nodes);
+                              std::size_t wg_slots, int ranks, bool spans_nodes,
+                              const OffNodePath& path = {});
 
 /// Two-shot task order of rank topo.rank: with `remote_first`, other owners' blocks first
 /// (destination_order), each of mine followed by its reduce; else computes, then reduces; then

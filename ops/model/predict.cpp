@@ -79,7 +79,7 @@ bool gemv_one_shot(const OpShape& s, const Layout& l) {
 Work work_of(const Profile& p, const OpShape& s, const Layout& l, const OpOptions& o) {
   const double ranks = l.ranks, q = l.ranks_per_node();
   const double off = (ranks - q) / ranks, on = (q - 1) / ranks;  // shares of destinations
-  const std::size_t tile = s.tile ? s.tile : default_tile(s, l);
+  const std::size_t tile = s.tile ? s.tile : default_tile(s, l, off_node_path(p));
   Work w;
   switch (s.op) {
     case OpKind::GemvAllReduce: {
@@ -209,7 +209,20 @@ OpShape parse_shape(OpKind op, std::string_view text) {
   return s;
 }
 
-std::size_t default_tile(const OpShape& s, const Layout& l) {
+detail::OffNodePath off_node_path(const Profile& p) {
+  detail::OffNodePath path;
+  if (!p.mpi.measured) return path;
+  const double link = p.link_bytes_per_s > 0 ? p.link_bytes_per_s
+                      : p.mpi.beta() > 0     ? 1 / p.mpi.beta()
+                                             : 0.0;
+  const double message = std::max(0.0, p.mpi.cpu_send.at(0)) +
+                         std::max(0.0, p.mpi.cpu_recv.at(0)) + std::max(0.0, p.proxy_s);
+  if (link > 0) path.bytes_per_us = link * 1e-6;
+  if (message > 0) path.message_us = message * 1e6;
+  return path;
+}
+
+std::size_t default_tile(const OpShape& s, const Layout& l, const detail::OffNodePath& path) {
   // The operators' own rules (their _plan headers), so the model plans the tiles they cut.
   const std::size_t slots = static_cast<std::size_t>(std::max(1, l.cus * l.wg_slots));
   const int p = std::max(1, l.ranks);
@@ -217,7 +230,7 @@ std::size_t default_tile(const OpShape& s, const Layout& l) {
     case OpKind::GemvAllReduce:
       return detail::gemv_default_tile(
           s.m, s.k, s.n, gemv_one_shot(s, l) ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot,
-          slots, p, l.nodes > 1);
+          slots, p, l.nodes > 1, path);
     case OpKind::EmbeddingAllToAll:
       return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots,
                                             s.n, l.nodes > 1);

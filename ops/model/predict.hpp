@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/profile.hpp"
 #include "tilecomm/ops.hpp"
 
@@ -39,9 +40,16 @@ struct OpShape {
 /// pool, tile). Error(InvalidArgument) naming a bad key or value.
 OpShape parse_shape(OpKind op, std::string_view text);
 
+/// The off-node path a profile measured, as the tile rules take it: the link under load
+/// (Profile::link_bytes_per_s, else 1 / the MPI fit's beta), and per message the CPU the MPI fits
+/// charge at both ends (intercepts) plus the fused kernel's proxy latency (Profile::proxy_s). The
+/// defaults where the profile has no measured MPI path (a one-node calibration).
+detail::OffNodePath off_node_path(const Profile& p);
+
 /// The op's default tile for this layout, as its constructor chooses it (GemvAllReduce: the
-/// two-shot rule, or one-shot's row blocks when gemv_fused_algorithm picks one-shot).
-std::size_t default_tile(const OpShape& s, const Layout& l);
+/// two-shot rule, or one-shot's row blocks when gemv_fused_algorithm picks one-shot, cut for
+/// `path`: the op's profile's off_node_path, else the defaults).
+std::size_t default_tile(const OpShape& s, const Layout& l, const detail::OffNodePath& path = {});
 
 /// Predicted seconds of one call per mode, and the terms they are made of.
 struct Prediction {

@@ -448,12 +448,21 @@ void check_setup(const SimSetup& s) {
     bad(fmt::format("simulator: batch = {} is smaller than ranks = {}", s.shape.m, s.ranks()));
 }
 
+detail::OffNodePath sim_off_node_path(const SimCosts& costs) {
+  detail::OffNodePath path;
+  const double message = std::max(0.0, costs.mpi.cpu_send.at(0)) +
+                         std::max(0.0, costs.mpi.cpu_recv.at(0)) + std::max(0.0, costs.proxy_s);
+  if (costs.net.link_bytes_per_s > 0) path.bytes_per_us = costs.net.link_bytes_per_s * 1e-6;
+  if (message > 0) path.message_us = message * 1e6;
+  return path;
+}
+
 std::size_t sim_tile(const SimSetup& s) {
   if (s.shape.tile || s.options.tile) return s.shape.tile ? s.shape.tile : s.options.tile;
   const std::size_t slots = static_cast<std::size_t>(s.slots);
   if (s.shape.op == OpKind::GemvAllReduce)
     return gemv_default_tile(s.shape.m, s.shape.k, s.shape.n, gemv_algorithm(s), slots, s.ranks(),
-                             s.nodes > 1);
+                             s.nodes > 1, s.off_node);
   if (s.shape.op == OpKind::GemmReduceScatter)
     return gemm_rs_default_tile(s.shape.m, slots, s.shape.n, s.nodes > 1);
   return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots, s.shape.n,
@@ -563,8 +572,11 @@ double in_a_loop(const SimSetup& s, const SimCosts& costs, Call&& call) {
 
 }  // namespace
 
-SimModes simulate_modes(const Profile& p, const SimSetup& s, const SimCosts& costs, bool timeline) {
-  check_setup(s);
+SimModes simulate_modes(const Profile& p, const SimSetup& setup, const SimCosts& costs,
+                        bool timeline) {
+  check_setup(setup);
+  SimSetup s = setup;
+  s.off_node = sim_off_node_path(costs);
   SimModes out;
   out.sequential = in_a_loop(
       s, costs, [&](Network* net) { return sequential_call(p, s, costs, net, &out.compute); });

@@ -41,6 +41,9 @@ struct SimSetup {
   /// Ranks whose weights share one last-level cache (0: ranks_per_node). More than a node's
   /// when the nodes are emulated on one machine: tools/cluster's nodes share this VM's one L3.
   int ranks_per_cache = 0;
+  /// The off-node path the op's tile rules cut for (GemvAllReduce's one-shot blocks):
+  /// simulate_modes sets it from its profile and costs (sim_off_node_path).
+  detail::OffNodePath off_node;
   OpOptions options;
   int ranks() const { return nodes * ranks_per_node; }
 };
@@ -56,6 +59,11 @@ double warm_share(const Profile& p, const SimSetup& s, const Fit& warm, double b
 /// Error(InvalidArgument) naming what the simulator cannot run (an op it does not model, a bad
 /// layout or shape).
 void check_setup(const SimSetup& s);
+
+/// The off-node path an op calibrated on the simulated network would see (off_node_path): the link
+/// `costs` simulate, and per message the CPU their MPI path charges at both ends (intercepts) plus
+/// their proxy latency; the defaults where these are zero.
+detail::OffNodePath sim_off_node_path(const SimCosts& costs);
 
 /// The tile the op would choose (rows or bags).
 std::size_t sim_tile(const SimSetup& s);

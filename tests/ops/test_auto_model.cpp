@@ -204,6 +204,28 @@ TEST(AutoModel, RanksWithDifferentProfilesAgree) {
   expect_same_everywhere(*g.op.auto_choice());
 }
 
+// A profile also cuts GEMV's one-shot blocks across nodes for the path it measured (off_node_path):
+// here 100 Gbit/s on rank 0 (one block per WG slot) and 119 MB/s elsewhere (more). The ranks must
+// still cut one tiling: fused (and every mode, without Auto) matches sequential on every rank.
+TEST(AutoModel, RanksWithDifferentPathsCutOneTiling) {
+  if (world_size() < 2) GTEST_SKIP() << "one rank: nothing to agree on";
+  ProfileDir dir;
+  Communicator comm(MPI_COMM_WORLD);
+  Device dev(two_cus());
+  Profile p = base();
+  p.link_bytes_per_s = comm.rank() == 0 ? 12.5e9 : 119e6;
+  p.mpi.cpu_send.c = {8.1e-6, 0, 0};
+  p.mpi.cpu_recv.c = {0.5e-6, 0, 0};
+  OpOptions o;
+  o.profile = dir.write(p, "paths");
+  Gemv g(comm, dev, o);
+  for (Mode mode : {Mode::Fused, Mode::Shaped}) {
+    std::fill(g.y.begin(), g.y.end(), -1.0f);
+    g.op.run(g.w.data(), g.x.data(), g.y.data(), mode);
+    EXPECT_EQ(g.y, g.ref) << to_string(mode);
+  }
+}
+
 // Sequential 1.5 s, shaped 3.5 s (within 4x), fused 21.5 s (its flags and proxy cost 20 s):
 // only sequential and shaped are measured: a pass of a lead-in and auto_rounds = 1 measured call
 // each (and one or two more passes when the two are not clear apart).

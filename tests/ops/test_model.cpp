@@ -289,9 +289,52 @@ TEST(ModelTiles, GemvProtocolAndTilesAcrossNodes) {
   s.m = 16384;
   s.k = 16;
   EXPECT_EQ(default_tile(s, Layout{4, 4, 1, 2}), 4096u);
-  // Two nodes keep one-shot: sqrt(64 KiB / 125 B/us / 25 us) = 4.6 -> 5 blocks, rounded up to
-  // the 2 WG slots' multiple, 6: 16384 / 6 rows rounded up to 16 = 2736.
-  EXPECT_EQ(default_tile(s, Layout{2, 2, 1, 2}), 2736u);
+  // Two nodes keep one-shot: sqrt(64 KiB / 125 B/us / 25 us) = 4.6 blocks; of the 2 WG slots'
+  // multiples either side, 4 (100 + 131 us exposed) beats 6 (150 + 87): 16384 / 4 = 4096 rows.
+  // (Rounding 4.6 up to 6 blocks, as before, measured 86 us at 2 x 5 Gbit/s, 4 blocks 80.)
+  EXPECT_EQ(default_tile(s, Layout{2, 2, 1, 2}), 4096u);
+}
+
+// One-shot blocks across nodes are cut for the path a profile measured (off_node_path): fewer
+// on a fast link, where each block's message costs more than its share of the wire saves.
+TEST(ModelTiles, GemvOneShotBlocksFollowTheProfilesPath) {
+  using detail::gemv_default_tile;
+  const FusedAlgorithm one = FusedAlgorithm::OneShot;
+  Profile p;
+  // No measured MPI path (a one-node calibration): the defaults, 1 Gbit/s and 25 us.
+  EXPECT_EQ(off_node_path(p).bytes_per_us, 125.0);
+  EXPECT_EQ(off_node_path(p).message_us, 25.0);
+  // 2 x 5 Gbit/s as tilecomm_calibrate measured it: 598 MB/s under load, 8.1 + 0.5 us of CPU a
+  // message and 9.4 us of proxy.
+  p.mpi.measured = true;
+  p.link_bytes_per_s = 598e6;
+  p.mpi.cpu_send.c = {8.1e-6, 3.4e-10, 0};
+  p.mpi.cpu_recv.c = {0.5e-6, 4.7e-11, 0};
+  p.proxy_s = 9.4e-6;
+  const detail::OffNodePath fast = off_node_path(p);
+  EXPECT_NEAR(fast.bytes_per_us, 598.0, 1e-9);
+  EXPECT_NEAR(fast.message_us, 18.0, 1e-9);
+  // 32 KiB (M = 8192): sqrt(54.8 us / 18 us) = 1.7 blocks -> 2 (36 + 27 us) over 4 (72 + 14).
+  // Measured there, fused: 2 blocks 50 us, 4 blocks (the 1 Gbit/s defaults' choice) 68.
+  EXPECT_EQ(gemv_default_tile(8192, 16, 1, one, 2, 2, true, fast), 4096u);
+  EXPECT_EQ(gemv_default_tile(8192, 16, 1, one, 2, 2, true), 2048u);
+  // Never fewer blocks than compute WGs: 4 KiB on 2 slots is 2 blocks, not 1.
+  EXPECT_EQ(gemv_default_tile(1024, 16, 1, one, 2, 2, true, fast), 512u);
+  // 1 Gbit/s with the same CPU, 64 KiB: more blocks than the defaults' 4 (sqrt(551 / 18) = 5.5
+  // -> 6: 108 + 92 us, 4: 72 + 138).
+  p.link_bytes_per_s = 119e6;
+  EXPECT_EQ(gemv_default_tile(16384, 16, 1, one, 2, 2, true, off_node_path(p)), 2736u);
+  EXPECT_EQ(gemv_default_tile(16384, 16, 1, one, 2, 2, true), 4096u);
+  // No link measured: 1 / the MPI fit's beta.
+  p.link_bytes_per_s = 0;
+  p.mpi.time.c = {8e-6, 1.0 / 500e6, 0};
+  EXPECT_NEAR(off_node_path(p).bytes_per_us, 500.0, 1e-9);
+  // The model plans the tile its profile gives the op.
+  OpShape s;
+  s.op = OpKind::GemvAllReduce;
+  s.m = 8192;
+  s.k = 16;
+  EXPECT_EQ(default_tile(s, Layout{2, 2, 1, 2}, fast), 4096u);
 }
 
 // EmbeddingAllToAll's tile across nodes is one MPI message under the eager limit (plan_layout.hpp,

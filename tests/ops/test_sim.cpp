@@ -239,6 +239,32 @@ TEST(Sim, GemvSequentialAndFusedByHand) {
   EXPECT_EQ(prog[0].tasks[7].label, "gather");
 }
 
+// GemvAllReduce's one-shot blocks across nodes are cut for the path the simulator runs
+// (sim_off_node_path: its link, its MPI messages' CPU and proxy), as an op calibrated on that
+// network would cut them: 32 KiB at 18 us a message is one block at 100 Gbit/s, four at 119 MB/s
+// (sqrt(275 / 18) = 3.9: 72 + 69 us exposed, 3: 54 + 92). Each rank's block is two messages: its
+// flag in its own segment and its send to the other node.
+TEST(Sim, GemvOneShotBlocksFollowTheSimulatedPath) {
+  const Profile p = gemv_tiles_of(0.01 * kMs);
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 8192, 16, 1}, 2, 1);
+  s.options.fused_algorithm = FusedAlgorithm::OneShot;
+  auto costs = [](double bytes_per_s) {
+    SimCosts c = bare(0, bytes_per_s);
+    c.mpi.cpu_send.c = {8.1e-6, 0, 0};
+    c.mpi.cpu_recv.c = {0.5e-6, 0, 0};
+    c.proxy_s = 9.4e-6;
+    return c;
+  };
+  EXPECT_EQ(simulate_modes(p, s, costs(12.5e9)).fused_run.messages, 2 * 2 * 1);
+  EXPECT_EQ(simulate_modes(p, s, costs(119e6)).fused_run.messages, 2 * 2 * 4);
+  s.off_node = sim_off_node_path(costs(119e6));
+  EXPECT_EQ(sim_tile(s), 2048u);
+
+  // No message CPU simulated: the defaults' 25 us (sqrt(275 / 25) = 3.3 -> 3 blocks: 75 + 92 us
+  // exposed, 4: 100 + 69).
+  EXPECT_EQ(simulate_modes(p, s, bare(0, 119e6)).fused_run.messages, 2 * 2 * 3);
+}
+
 // reduce_scatter(hierarchical) across 2 nodes x 1 rank, as the simulator replays it: 252 KiB for
 // the other node goes as 4 messages of 63 KiB (the eager size), all posted at once, each folded as
 // it lands. A message at 252 KiB/ms is 0.25 ms and a fold 0.1 ms: messages land at 0.25, 0.5,
