@@ -1,6 +1,7 @@
 #!/bin/sh
 # Measures what tools/sim_compare.py compares tilecomm_sim with (docs/model.md, "Simulator"):
-# for each setting, a profile from tilecomm_calibrate made in that setting, then fused_perf
+# for each setting, a profile from tilecomm_calibrate made in that setting, then fused_perf with
+# that profile (TILECOMM_PROFILE: the tiles it implies, as a calibrated user's ops cut them)
 # (every mode, -n ITERS timed iterations, median of the slowest rank) for GEMV+AllReduce
 # (M=262144: two-shot; M=16384: one-shot), EmbeddingAllToAll (batch 4096 and 1024) and
 # GemmReduceScatter (M=2048 and 512, K=256, N=1024).
@@ -25,11 +26,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 
-run() {  # setting, program and arguments
+run() {  # setting, program and arguments (TILECOMM_PROFILE, when set, forwarded to the ranks)
   s=$1
   shift
   case $s in
-    shm) mpirun -np 2 --oversubscribe --bind-to "${SHM_BIND:-none}" --mca mpi_yield_when_idle 1 "$@" ;;
+    shm)
+      mpirun -np 2 --oversubscribe --bind-to "${SHM_BIND:-none}" --mca mpi_yield_when_idle 1 \
+        ${TILECOMM_PROFILE:+-x TILECOMM_PROFILE} "$@"
+      ;;
     *)
       nodes=${s%%n*}
       rest=${s#*n}
@@ -37,14 +41,18 @@ run() {  # setting, program and arguments
       rpn=1
       case $rest in *x*) rpn=${rest#*x} ;; esac
       "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node "$rpn" --rate "$rate" \
-        ${BURST:+--burst "$BURST"} --timeout 900 -- "$@"
+        ${BURST:+--burst "$BURST"} ${TILECOMM_PROFILE:+--env TILECOMM_PROFILE} --timeout 900 -- "$@"
       ;;
   esac
 }
 
 for s in $settings; do
   echo "== $s  $(uptime)"
+  unset TILECOMM_PROFILE
   run "$s" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_$s.json"
+  # The ops cut their tiles for the setting's profile (GemvAllReduce's one-shot blocks across
+  # nodes), as the simulator plans them from it.
+  export TILECOMM_PROFILE="$out/profile_$s.json"
   for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
     "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec

@@ -121,6 +121,8 @@ struct OpOptions {
   /// corrupt default file: a warning on stderr, no profile); a path = that file; "none" = no
   /// profile (measured Auto). A file named here or by TILECOMM_PROFILE must exist and parse: the
   /// constructor raises Error(InvalidArgument) naming it otherwise. May differ between ranks.
+  /// GemvAllReduce also cuts its default one-shot blocks across nodes for the profile's link and
+  /// message costs (every mode computes in them; the ranks take the smallest tile).
   std::string profile;
 };
 

@@ -318,6 +318,9 @@ TEST(ModelTiles, GemvOneShotBlocksFollowTheProfilesPath) {
   // Measured there, fused: 2 blocks 50 us, 4 blocks (the 1 Gbit/s defaults' choice) 68.
   EXPECT_EQ(gemv_default_tile(8192, 16, 1, one, 2, 2, true, fast), 4096u);
   EXPECT_EQ(gemv_default_tile(8192, 16, 1, one, 2, 2, true), 2048u);
+  // Every block an eager message: 128 KiB at 2 x 10 Gbit/s (1199 B/us, 18.7 us) would take 2
+  // blocks by the square root (37 + 55 us, 4: 75 + 27), rendezvous messages of 64 KiB: 4.
+  EXPECT_EQ(gemv_default_tile(32768, 16, 1, one, 2, 2, true, {1199.0, 18.7}), 8192u);
   // Never fewer blocks than compute WGs: 4 KiB on 2 slots is 2 blocks, not 1.
   EXPECT_EQ(gemv_default_tile(1024, 16, 1, one, 2, 2, true, fast), 512u);
   // 1 Gbit/s with the same CPU, 64 KiB: more blocks than the defaults' 4 (sqrt(551 / 18) = 5.5
