@@ -28,10 +28,11 @@ int explain(const std::vector<std::string>& what, tilecomm::model::Layout layout
   const model::Prediction p = model::predict(profile, shape, layout, options);
   fmt::print("{} {} on {} rank(s), {} node(s), {} CU(s) x {} WG slots per rank\n", what[0], what[1],
              layout.ranks, layout.nodes, layout.cus, layout.wg_slots);
-  fmt::print("profile: host {}, version {}; tile {} ({} tiles, {:.2f} us each on one CU)\n",
-             profile.host, profile.version,
-             shape.tile ? shape.tile : model::default_tile(shape, layout, model::off_node_path(profile)),
-             p.tiles, p.tile * 1e6);
+  fmt::print(
+      "profile: host {}, version {}; tile {} ({} tiles, {:.2f} us each on one CU)\n", profile.host,
+      profile.version,
+      shape.tile ? shape.tile : model::default_tile(shape, layout, model::off_node_path(profile)),
+      p.tiles, p.tile * 1e6);
   fmt::print(
       "  {:<10} {:10.1f} us  (all tiles on the CUs)\n  {:<10} {:10.1f} us  (after it, "
       "in sequential)\n",

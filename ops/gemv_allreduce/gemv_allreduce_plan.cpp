@@ -40,8 +40,8 @@ std::size_t one_shot_tile(std::size_t m, std::size_t bytes, std::size_t compute_
     auto exposed = [&](std::size_t blocks) { return double(blocks) * c + s_beta / double(blocks); };
     const double best = std::sqrt(s_beta / c);
     const std::size_t fewest = (bytes + kOffNodeEagerBytes - 1) / kOffNodeEagerBytes;
-    const std::size_t below = std::max({std::size_t{1}, static_cast<std::size_t>(best / double(w)),
-                                        (fewest + w - 1) / w});
+    const std::size_t below = std::max(
+        {std::size_t{1}, static_cast<std::size_t>(best / double(w)), (fewest + w - 1) / w});
     n = below * w;
     if (exposed((below + 1) * w) < exposed(n)) n = (below + 1) * w;
   }

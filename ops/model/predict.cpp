@@ -215,8 +215,8 @@ detail::OffNodePath off_node_path(const Profile& p) {
   const double link = p.link_bytes_per_s > 0 ? p.link_bytes_per_s
                       : p.mpi.beta() > 0     ? 1 / p.mpi.beta()
                                              : 0.0;
-  const double message = std::max(0.0, p.mpi.cpu_send.at(0)) +
-                         std::max(0.0, p.mpi.cpu_recv.at(0)) + std::max(0.0, p.proxy_s);
+  const double message = std::max(0.0, p.mpi.cpu_send.at(0)) + std::max(0.0, p.mpi.cpu_recv.at(0)) +
+                         std::max(0.0, p.proxy_s);
   if (link > 0) path.bytes_per_us = link * 1e-6;
   if (message > 0) path.message_us = message * 1e6;
   return path;
