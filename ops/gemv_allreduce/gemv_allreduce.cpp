@@ -40,10 +40,9 @@ GemvAllReduceImpl::GemvAllReduceImpl(Communicator& comm, Device& device, std::si
   const std::size_t payload = m * n * sizeof(float);  // bytes each rank contributes
   // The algorithm and the default tile: gemv_allreduce_plan.cpp (the simulator plans with them).
   algorithm = gemv_fused_algorithm(ctx.options.fused_algorithm, payload, topo.num_nodes);
-  tile = ctx.options.tile
-             ? ctx.options.tile
-             : gemv_default_tile(m, k, n, algorithm, ctx.wg_slots(), topo.size, ctx.spans_nodes(),
-                                 ctx.off_node_path());
+  tile = ctx.options.tile ? ctx.options.tile
+                          : gemv_default_tile(m, k, n, algorithm, ctx.wg_slots(), topo.size,
+                                              ctx.spans_nodes(), ctx.off_node_path());
   ctx.agree({"m", "batch", "shaped.chunks", "fused_algorithm", "auto_rounds", "auto_min_trial_us"},
             {static_cast<long long>(m), static_cast<long long>(n), ctx.options.shaped.chunks,
              static_cast<long long>(ctx.options.fused_algorithm), ctx.options.auto_rounds,
