@@ -513,11 +513,26 @@ double sequential_call(const Profile& p, const SimSetup& s, const SimCosts& cost
   return simulate(coll, s.ranks_per_node, costs, false, net).time;
 }
 
+// The shaped mode's chunks, as the ops cut them: never more than GemvAllReduce's row blocks
+// (GemvAllReduceImpl::run_shaped) or GemmReduceScatter's rows per rank (run_unfused);
+// EmbeddingAllToAll takes the option as it is.
+std::size_t shaped_chunks(const SimSetup& s) {
+  const auto chunks = static_cast<std::size_t>(std::max(1, s.options.shaped.chunks));
+  switch (s.shape.op) {
+    case OpKind::GemvAllReduce:
+      return std::min(chunks, std::max<std::size_t>(1, gemv_blocks(s).blocks));
+    case OpKind::GemmReduceScatter:
+      return std::min(chunks, gemm_rs_blocks(s).rows_local);
+    default:
+      return chunks;
+  }
+}
+
 // Shaped: chunks of tiles, each chunk's collective a task after its tiles (it waits for them), a
 // launch before each.
 double shaped_call(const Profile& p, const SimSetup& s, const SimCosts& costs, Network* net) {
   const int n = s.ranks();
-  const auto chunks = static_cast<std::size_t>(std::max(1, s.options.shaped.chunks));
+  const std::size_t chunks = shaped_chunks(s);
   std::vector<SimRank> shaped(n);
   for (int r = 0; r < n; ++r) {
     const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);

@@ -332,6 +332,21 @@ TEST(Sim, ShapedPaysALaunchPerChunkCollective) {
   EXPECT_NEAR(one - simulate_modes(p, s, c).shaped, 0.2 * kMs, 1e-9);
 }
 
+// The shaped mode cuts no more chunks than the op has row blocks (GemvAllReduceImpl::run_shaped):
+// the 4 blocks above in 8 chunks are 4 chunks, not 4 more empty chunk collectives with their
+// launches and latencies. (The simulator had cut 8: at 2 x 5 Gbit/s, M = 16384 in 2 blocks,
+// shaped was predicted 123 us where 102 were measured.)
+TEST(Sim, ShapedCutsNoMoreChunksThanBlocks) {
+  Profile p = gemv_tiles_of(1 * kMs);
+  p.launch_s = 0.1 * kMs;
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 2, 1);
+  const SimCosts c = bare(0.5 * kMs, 64 / (0.25 * kMs));
+  s.options.shaped.chunks = 4;
+  const double four = simulate_modes(p, s, c).shaped;
+  s.options.shaped.chunks = 8;
+  EXPECT_NEAR(simulate_modes(p, s, c).shaped, four, 1e-12);
+}
+
 // A kernel whose WGs take more than one slot pays Profile::launch_grid_s (its workers beyond the
 // first come in), a one-WG kernel launch_s; an older profile (launch_grid_s 0) launch_s for all.
 // GEMV M = 64 in 16-row tiles on one rank of two slots: the compute kernel and the persistent fused
