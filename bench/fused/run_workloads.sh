@@ -4,8 +4,11 @@
 # 10 Gbit/s; every variant, tuned, side by side. Writes OUT/{shm,1gbit,10gbit}.json, one fused trace
 # per workload and setting (the 1 Gbit/s ones drawn), the plots OUT/plot_<workload>.png, and prints
 # the README's compact table. Needs root (network namespaces) for (b) and python3-matplotlib.
-# Usage: [WORKLOAD=all] [OUT=bench/results/workloads] bench/fused/run_workloads.sh [build dir]
-#        [fused_perf arguments, e.g. -n 20]
+# PROFILES=1: first calibrate each setting (tilecomm_calibrate -> OUT/profile_<setting>.json) and
+# run it with that profile (TILECOMM_PROFILE), as a user who ran tilecomm_calibrate does: Auto
+# predicts from it, and GemvAllReduce cuts its one-shot blocks across nodes for its link.
+# Usage: [WORKLOAD=all] [OUT=bench/results/workloads] [PROFILES=1] bench/fused/run_workloads.sh
+#        [build dir] [fused_perf arguments, e.g. -n 20]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
@@ -17,13 +20,26 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 perf=("$build/bench/fused/fused_perf" --workload "${WORKLOAD:-all}" "$@")
+unset TILECOMM_PROFILE
+profile() {  # setting, then the launcher's words up to "--": TILECOMM_PROFILE for the setting
+  local setting=$1
+  shift
+  [[ ${PROFILES:-0} == 1 ]] || return 0
+  unset TILECOMM_PROFILE
+  "$@" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_$setting.json"
+  export TILECOMM_PROFILE="$out/profile_$setting.json"
+}
 
+shm=(mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 echo "== one node, np 2 (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-mpirun -np 2 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
+profile shm "${shm[@]}"
+"${shm[@]}" ${TILECOMM_PROFILE:+-x TILECOMM_PROFILE} \
   "${perf[@]}" --json "$out/shm.json" --trace "$out/shm_trace"
 for rate in 1gbit 10gbit; do
   echo "== 2 emulated nodes x 1 rank, $rate (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-  "$root/tools/cluster/cluster.sh" --nodes 2 --rate "$rate" --quiet -- \
+  cluster=("$root/tools/cluster/cluster.sh" --nodes 2 --rate "$rate" --quiet)
+  profile "$rate" "${cluster[@]}" --
+  "${cluster[@]}" ${TILECOMM_PROFILE:+--env TILECOMM_PROFILE} -- \
     "${perf[@]}" --json "$out/$rate.json" --trace "$out/${rate}_trace"
 done
 echo "== done (load: $(cut -d' ' -f1-3 /proc/loadavg))"
