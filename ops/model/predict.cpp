@@ -209,17 +209,21 @@ OpShape parse_shape(OpKind op, std::string_view text) {
   return s;
 }
 
-detail::OffNodePath off_node_path(const Profile& p) {
+detail::OffNodePath off_node_path(const PathCost& mpi, double proxy_s, double link_bytes_per_s) {
   detail::OffNodePath path;
-  if (!p.mpi.measured) return path;
-  const double link = p.link_bytes_per_s > 0 ? p.link_bytes_per_s
-                      : p.mpi.beta() > 0     ? 1 / p.mpi.beta()
-                                             : 0.0;
-  const double message = std::max(0.0, p.mpi.cpu_send.at(0)) + std::max(0.0, p.mpi.cpu_recv.at(0)) +
-                         std::max(0.0, p.proxy_s);
+  const double link = link_bytes_per_s > 0 ? link_bytes_per_s
+                      : mpi.beta() > 0     ? 1 / mpi.beta()
+                                           : 0.0;
+  const double message = std::max(0.0, mpi.cpu_send.at(0)) + std::max(0.0, mpi.cpu_recv.at(0)) +
+                         std::max(0.0, proxy_s);
   if (link > 0) path.bytes_per_us = link * 1e-6;
   if (message > 0) path.message_us = message * 1e6;
   return path;
+}
+
+detail::OffNodePath off_node_path(const Profile& p) {
+  return p.mpi.measured ? off_node_path(p.mpi, p.proxy_s, p.link_bytes_per_s)
+                        : detail::OffNodePath{};
 }
 
 std::size_t default_tile(const OpShape& s, const Layout& l, const detail::OffNodePath& path) {

@@ -40,10 +40,12 @@ struct OpShape {
 /// pool, tile). Error(InvalidArgument) naming a bad key or value.
 OpShape parse_shape(OpKind op, std::string_view text);
 
-/// The off-node path a profile measured, as the tile rules take it: the link under load
-/// (Profile::link_bytes_per_s, else 1 / the MPI fit's beta), and per message the CPU the MPI fits
-/// charge at both ends (intercepts) plus the fused kernel's proxy latency (Profile::proxy_s). The
-/// defaults where the profile has no measured MPI path (a one-node calibration).
+/// The off-node path as the tile rules take it: the link (`link_bytes_per_s`, else 1 / the MPI
+/// fit's beta), and per message the CPU the MPI fits charge at both ends (intercepts) plus the
+/// fused kernel's proxy latency. The defaults for a figure that is zero.
+detail::OffNodePath off_node_path(const PathCost& mpi, double proxy_s, double link_bytes_per_s);
+/// The path a profile measured (the link under load, Profile::proxy_s); the defaults where it has
+/// no measured MPI path (a one-node calibration).
 detail::OffNodePath off_node_path(const Profile& p);
 
 /// The op's default tile for this layout, as its constructor chooses it (GemvAllReduce: the

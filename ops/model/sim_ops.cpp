@@ -449,12 +449,7 @@ void check_setup(const SimSetup& s) {
 }
 
 detail::OffNodePath sim_off_node_path(const SimCosts& costs) {
-  detail::OffNodePath path;
-  const double message = std::max(0.0, costs.mpi.cpu_send.at(0)) +
-                         std::max(0.0, costs.mpi.cpu_recv.at(0)) + std::max(0.0, costs.proxy_s);
-  if (costs.net.link_bytes_per_s > 0) path.bytes_per_us = costs.net.link_bytes_per_s * 1e-6;
-  if (message > 0) path.message_us = message * 1e6;
-  return path;
+  return off_node_path(costs.mpi, costs.proxy_s, costs.net.link_bytes_per_s);
 }
 
 std::size_t sim_tile(const SimSetup& s) {
