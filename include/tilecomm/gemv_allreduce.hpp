@@ -25,19 +25,19 @@ struct GemvAllReduceImpl;
 /// and `device` must outlive the context.
 ///
 /// Fused protocol (OpOptions::fused_algorithm): one-shot (every rank reduces every row block
-/// itself; the latency path) when the AllReduce payload M x n x 4 bytes <= 256 KiB on one or two
-/// nodes, and on more nodes while (nodes - 1) x the payload <= 48 KiB (one-shot sends the payload
-/// to every other node); two-shot (each block reduced by its owner and sent back) otherwise,
-/// unless forced. Results: sequential and shaped
-/// reduce through tilecomm's AllReduce; fused reduces each row block in rank order (either
-/// protocol). With exact inputs (small integers) all modes agree bitwise; with general floats they
-/// agree to within float rounding of a p-term sum. Every mode computes a row block with the same
-/// kernel (float32: tilecomm's kernel for n = 1, whose result is the same on the AVX2 and AVX-512
-/// paths, OpenBLAS sgemv on the scalar path, sgemm for n > 1; bfloat16: tilecomm's, whose result
-/// does not depend on the ISA path it takes, ops/kernels/gemv.hpp; once per column of X for
-/// n = 2, 3, a batched one that reads W once for n >= 4). With n > 1 in float32, a row's bits may
-/// depend on the tile size (sgemm's edge kernels): modes of one context agree bitwise, contexts
-/// with other tiles to float rounding.
+/// itself; the latency path) when the AllReduce payload M x n x 4 bytes <= 256 KiB on one node,
+/// at every payload on two nodes (each node sends the other the payload either way), and on more
+/// nodes while (nodes - 1) x the payload <= 48 KiB (one-shot sends the payload to every other
+/// node); two-shot (each block reduced by its owner and sent back) otherwise, unless forced.
+/// Results: sequential and shaped reduce through tilecomm's AllReduce; fused reduces each row block
+/// in rank order (either protocol). With exact inputs (small integers) all modes agree bitwise;
+/// with general floats they agree to within float rounding of a p-term sum. Every mode computes a
+/// row block with the same kernel (float32: tilecomm's kernel for n = 1, whose result is the same
+/// on the AVX2 and AVX-512 paths, OpenBLAS sgemv on the scalar path, sgemm for n > 1; bfloat16:
+/// tilecomm's, whose result does not depend on the ISA path it takes, ops/kernels/gemv.hpp; once
+/// per column of X for n = 2, 3, a batched one that reads W once for n >= 4). With n > 1 in
+/// float32, a row's bits may depend on the tile size (sgemm's edge kernels): modes of one context
+/// agree bitwise, contexts with other tiles to float rounding.
 class GemvAllReduce {
  public:
   GemvAllReduce(Communicator& comm, Device& device, std::size_t m, std::size_t k_local,

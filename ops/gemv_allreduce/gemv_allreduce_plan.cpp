@@ -10,8 +10,13 @@ namespace tilecomm::detail {
 namespace {
 
 /// Fused outputs (the AllReduce payload, M x n floats) up to this size take the one-shot protocol
-/// (FusedAlgorithm::Auto): decode's projections (4-64 KiB per vector) are latency-bound; above it,
-/// two-shot's fewer bytes per rank win.
+/// (FusedAlgorithm::Auto) on one node: decode's projections (4-64 KiB per vector) are
+/// latency-bound; above it, two-shot's fewer bytes per rank win. Between two nodes one-shot
+/// takes every size: each node sends the other the payload S either way (two-shot: S / 2 of
+/// partials to the owners, S / 2 of sums back), and one-shot needs one round, not two chained
+/// through the owners' reduces, in eager blocks, not 16 KiB tiles. At 2 x 1 and 10 Gbit/s,
+/// M = 262144 (1 MiB) fused two-shot took 1.45x sequential's time and one-shot 0.96x; 1 and
+/// 5 Gbit/s level or better (docs/ops.md, "GEMV between two nodes").
 constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
 /// Across more than two nodes one-shot also needs each node to send at most this much in all:
 /// a node's leader sends the payload to every other node, (nodes - 1) x S, where two-shot sends
@@ -65,8 +70,9 @@ FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payloa
                                     int nodes) {
   if (requested != FusedAlgorithm::Auto) return requested;
   const auto others = static_cast<std::size_t>(std::max(1, nodes) - 1);
-  const bool one_shot = payload_bytes <= kOneShotMaxBytes &&
-                        (others <= 1 || others * payload_bytes <= kOneShotMaxNodeBytes);
+  const bool one_shot =
+      others == 1 || (payload_bytes <= kOneShotMaxBytes &&
+                      (others == 0 || others * payload_bytes <= kOneShotMaxNodeBytes));
   return one_shot ? FusedAlgorithm::OneShot : FusedAlgorithm::TwoShot;
 }
 

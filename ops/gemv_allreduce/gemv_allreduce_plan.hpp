@@ -34,8 +34,9 @@ enum class GemvTwoShotTask : std::size_t { Compute, Reduce, Gather, NodeSum };
 enum class GemvOneShotTask : std::size_t { Compute, NodeReduce, Final };
 
 /// FusedAlgorithm::Auto resolved for a payload of `payload_bytes` (M x n floats) on `nodes` nodes:
-/// one-shot up to 256 KiB, and across more than two nodes only while (nodes - 1) x payload is at
-/// most 48 KiB; two-shot otherwise.
+/// on one node one-shot up to 256 KiB; on two nodes one-shot at every size; across more than
+/// two nodes one-shot only while the payload is at most 256 KiB and (nodes - 1) x payload at most
+/// 48 KiB; two-shot otherwise.
 FusedAlgorithm gemv_fused_algorithm(FusedAlgorithm requested, std::size_t payload_bytes, int nodes);
 /// The off-node path one-shot blocks are cut for: the link's bytes per microsecond and the CPU
 /// microseconds each MPI message costs its sender and receiver. The defaults stand in until a

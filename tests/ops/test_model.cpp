@@ -259,10 +259,14 @@ TEST(ModelTiles, GemvProtocolAndTilesAcrossNodes) {
   const FusedAlgorithm automatic = FusedAlgorithm::Auto, one = FusedAlgorithm::OneShot,
                        two = FusedAlgorithm::TwoShot;
   const std::size_t kib = 1024;
-  // One node and two: one-shot up to 256 KiB (two nodes send the same bytes either way).
+  // One node: one-shot up to 256 KiB. Two nodes: one-shot at every size (each node sends the
+  // other the payload either way; two-shot chains two rounds through the owners).
   EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib, 1), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib + 4, 1), two);
   EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib, 2), one);
-  EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib + 4, 2), two);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 256 * kib + 4, 2), one);
+  EXPECT_EQ(gemv_fused_algorithm(automatic, 64 * 1024 * kib, 2), one);
+  EXPECT_EQ(gemv_fused_algorithm(two, 64 * kib, 2), two);  // an explicit choice stands
   // Three and four nodes: 16 KiB (32, 48 KiB out) stays one-shot; 32 KiB (64, 96 KiB out) and
   // 64 KiB do not; 24 KiB on 3 nodes is exactly 48 KiB out.
   EXPECT_EQ(gemv_fused_algorithm(automatic, 16 * kib, 3), one);
