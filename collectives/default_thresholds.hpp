@@ -60,6 +60,17 @@ struct DefaultThresholds {
   static constexpr std::size_t allreduce_one_round_max_for(int nodes) {
     return nodes == 2 ? eager_message_bytes : allreduce_recursive_doubling_max;
   }
+  /// The hierarchical AllReduce's inter-node step (one rank of each node, each with a slice): in
+  /// one round (every node sends its slice to every other in eager pieces and reduces them all)
+  /// up to this slice size, in two (direct reduce-scatter + all-gather) above. Between two nodes
+  /// both move the same bytes, and one round saves a message latency for a reduce of the whole
+  /// slice instead of half: 2 x 1 at 10 Gbit/s, 64 KiB took 39 us against 59 in two rounds,
+  /// 256 KiB 124-149 against 148-157; 2 x 2 at 5 Gbit/s, 128 KiB 96 against 127. At 1 Gbit/s
+  /// level within 1-7 %, and from 512 KiB slices on no gain anywhere (2026-11-29,
+  /// docs/collectives.md).
+  static constexpr std::size_t allreduce_cross_one_round_max_for(int nodes) {
+    return nodes == 2 ? 256 * kKiB : allreduce_recursive_doubling_max;
+  }
 };
 
 }  // namespace tilecomm::detail

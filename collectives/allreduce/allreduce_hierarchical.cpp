@@ -27,28 +27,20 @@ std::string can_use(const CommImpl& comm, const CollArgs&) {
   return shm_fits(comm.segment);
 }
 
-/// Small slices: every node sends its whole slice to every other node and reduces all of them in
-/// node order itself (one message latency instead of two; (N - 1) x count bytes per node).
+/// Small slices: every node sends its whole slice to every other node, in eager pieces, and
+/// reduces all of them in node order itself (one message latency instead of two; (N - 1) x count
+/// bytes per node).
 void cross_one_shot(CommImpl& comm, std::byte* buf, std::size_t count, const CollArgs& a,
                     std::vector<std::byte>& tmp) {
   const int nn = comm.topo.num_nodes, r = comm.topo.node;
   const std::size_t bytes = count * a.elem();
   tmp.resize(bytes * nn);
   std::vector<MPI_Request> req;
-  req.reserve(2 * (nn - 1));
-  for (int j = 0; j < nn; ++j) {
-    if (j == r) continue;
-    req.emplace_back();
-    mpi_check(MPI_Irecv(tmp.data() + j * bytes, static_cast<int>(bytes), MPI_BYTE, j, kReduceTag,
-                        comm.cross_mpi, &req.back()),
-              "MPI_Irecv");
-  }
-  for (int i = 1; i < nn; ++i) {
-    req.emplace_back();
-    mpi_check(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, (r + i) % nn, kReduceTag,
-                        comm.cross_mpi, &req.back()),
-              "MPI_Isend");
-  }
+  for (int j = 0; j < nn; ++j)
+    if (j != r)
+      p2p::irecv_pieces(tmp.data() + j * bytes, bytes, j, kReduceTag, comm.cross_mpi, req);
+  for (int i = 1; i < nn; ++i)
+    p2p::isend_pieces(buf, bytes, (r + i) % nn, kReduceTag, comm.cross_mpi, req);
   comm.wait_all(req.data(), static_cast<int>(req.size()),
                 "allreduce(hierarchical) inter-node one-shot");
   std::memcpy(tmp.data() + r * bytes, buf, bytes);
@@ -68,8 +60,8 @@ void cross_allreduce(CommImpl& comm, std::byte* buf, std::size_t count, const Co
   const int nn = comm.topo.num_nodes, r = comm.topo.node;
   if (nn == 1 || count == 0) return;
   const std::size_t elem = a.elem();
-  // Slices up to the one-round limit take the inter-node one-shot (as recursive doubling's range).
-  if (count * elem <= DefaultThresholds::allreduce_one_round_max_for(nn))
+  // Slices up to the one-round limit take the inter-node one-shot.
+  if (count * elem <= DefaultThresholds::allreduce_cross_one_round_max_for(nn))
     return cross_one_shot(comm, buf, count, a, tmp);
   const Slices blocks(count, nn, elem);
   const std::size_t mine = blocks.size(r), slot = blocks.per * elem;

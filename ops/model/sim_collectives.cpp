@@ -11,8 +11,9 @@ using detail::DefaultThresholds;
 using detail::Topology;
 
 namespace {
-// reduce_scatter(hierarchical)'s messages between nodes, and a cap on how many the simulator
-// replays per partner (more only split the same bytes finer).
+// The collectives' messages between nodes (eager pieces: reduce_scatter(hierarchical)'s, the
+// hierarchical AllReduce's), and a cap on how many the simulator replays per partner (more only
+// split the same bytes finer).
 constexpr double kRsMessageBytes = double(DefaultThresholds::eager_message_bytes);
 constexpr int kRsMaxPieces = 64;
 }  // namespace
@@ -66,24 +67,28 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
   }
   if (nn > 1) {  // between the nodes: the ranks of my local rank, one per node
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
-    if (slice <= DefaultThresholds::allreduce_one_round_max_for(nn)) {
+    // Every node sends `bytes` to every other, in eager pieces (p2p::isend_pieces), posted at
+    // once; then this rank waits for every piece from every other node.
+    auto exchange = [&](double bytes, std::uint64_t key) {
+      const auto pieces = static_cast<std::uint64_t>(
+          std::clamp(std::ceil(bytes / kRsMessageBytes), 1.0, double(kRsMaxPieces)));
+      auto piece_key = [&](std::uint64_t k) { return key + (k << 20); };
       for (int i = 1; i < nn; ++i)
-        steps.push_back(
-            SimStep::send(partner((topo.node + i) % nn), base + 3, slice, SimPath::Mpi));
+        for (std::uint64_t k = 0; k < pieces; ++k)
+          steps.push_back(SimStep::send(partner((topo.node + i) % nn), piece_key(k),
+                                        bytes / double(pieces), SimPath::Mpi));
       for (int i = 1; i < nn; ++i)
-        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 3));
+        for (std::uint64_t k = 0; k < pieces; ++k)
+          steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), piece_key(k)));
+    };
+    if (slice <= DefaultThresholds::allreduce_cross_one_round_max_for(nn)) {
+      exchange(slice, base + 3);
       steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * slice)));
     } else {  // direct reduce-scatter of the slice, then all-gather
       const double part = slice / nn;
-      for (int i = 1; i < nn; ++i)
-        steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 4, part, SimPath::Mpi));
-      for (int i = 1; i < nn; ++i)
-        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 4));
+      exchange(part, base + 4);
       steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * part)));
-      for (int i = 1; i < nn; ++i)
-        steps.push_back(SimStep::send(partner((topo.node + i) % nn), base + 5, part, SimPath::Mpi));
-      for (int i = 1; i < nn; ++i)
-        steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), base + 5));
+      exchange(part, base + 5);
     }
   }
   if (q > 1) {  // node-local all-gather: copy every reduced slice, mine too, into the output

@@ -4,8 +4,9 @@
 //  - AllReduce, ReduceOrder::Canonical (what GemvAllReduce's sequential and shaped modes ask):
 //    one node: one_shot (payload <= 4 KiB on a node of <= 2 ranks, 8 KiB above) or two_shot
 //    through the segment; across nodes: hierarchical (a node-local reduce-scatter, the slices
-//    all-reduced between the nodes by the ranks of the same local rank: one-shot up to 16 KiB,
-//    else a direct reduce-scatter + all-gather, then a node-local all-gather).
+//    all-reduced between the nodes by the ranks of the same local rank in eager pieces: one round
+//    up to allreduce_cross_one_round_max_for(nodes), else a direct reduce-scatter + all-gather,
+//    then a node-local all-gather).
 //  - ReduceScatter, ReduceOrder::Canonical (GemmReduceScatter): reduce_scatter_steps.
 //  - All-to-Allv: on one node the segment (each rank copies its blocks into the peers'), across
 //    nodes MPI_Alltoallv as linear Isend/Irecv to every peer (Open MPI's basic linear).

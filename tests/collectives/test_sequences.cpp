@@ -343,9 +343,11 @@ std::vector<float> canonical_fold(const std::vector<float>& all, std::size_t n) 
 
 TEST(ReduceOrder, CanonicalIsTheSameBitsForEveryAlgorithmThatKeepsIt) {
   const int p = world_size(), r = world_rank();
-  // 70001 floats: slices above the inter-node one-shot limit (hierarchical's two-phase path).
+  // Between two nodes of one rank, 40001 floats (160 KB) go in one round of three eager pieces
+  // and 70001 (280 KB) in hierarchical's two-phase path (above its 256 KiB one-round limit
+  // there); beyond two nodes both take the two-phase path.
   for (std::size_t n : {std::size_t{1}, std::size_t{7}, 1000 * static_cast<std::size_t>(p) + 3,
-                        std::size_t{70001}}) {
+                        std::size_t{40001}, std::size_t{70001}}) {
     std::mt19937 rng(1234 + 17 * r + static_cast<unsigned>(n));
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> send(n), all(n * p);

@@ -285,6 +285,32 @@ TEST(Sim, ReduceScatterFoldsEachMessageAsItArrives) {
   EXPECT_NEAR(simulate(ranks, 1, bare(0, kPart / kMs)).time, 1.1 * kMs, 1e-9);
 }
 
+// The hierarchical AllReduce between nodes of one rank, as the simulator replays it: between two
+// nodes in one round of eager pieces (63 KiB) up to 256 KiB, in two (reduce-scatter, all-gather)
+// above; beyond two nodes in two from 16 KiB. At 1 KiB/us and no latency or CPU, 128 KiB is 3
+// pieces each way, 128 us; 512 KiB two rounds of 256 KiB (5 pieces), 512 us; before 2026-11-29
+// 128 KiB also took two rounds (of one 64 KiB message each).
+TEST(Sim, AllReduceBetweenTwoNodesTakesOneRoundUpTo256KiB) {
+  const Profile p;
+  constexpr double kKiB = 1024, kRate = kKiB / 1e-6;
+  auto run = [&](int nodes, double bytes, std::size_t want_steps) {
+    std::vector<SimRank> ranks(nodes);
+    for (int r = 0; r < nodes; ++r) {
+      const detail::Topology topo = detail::block_topology(r, nodes, 1);
+      std::vector<SimStep> steps;
+      allreduce_steps(steps, topo, bytes, p, 0);
+      EXPECT_EQ(steps.size(), want_steps) << nodes << " nodes, " << bytes << " bytes";
+      ranks[r].tasks.push_back({steps, "collective"});
+    }
+    return simulate(ranks, 1, bare(0, kRate)).time;
+  };
+  EXPECT_NEAR(run(2, 128 * kKiB, 3 + 3 + 1), 128e-6, 1e-9);  // sends, awaits, the reduce
+  EXPECT_NEAR(run(2, 256 * kKiB, 5 + 5 + 1), 256e-6, 1e-9);
+  EXPECT_NEAR(run(2, 512 * kKiB, 2 * (5 + 5) + 1), 512e-6, 1e-9);
+  // Three nodes: a 48 KiB slice goes in two rounds of 16 KiB, one piece to each other node.
+  run(3, 48 * kKiB, 2 * (2 + 2) + 1);
+}
+
 // The on-node collectives as the simulator replays them, two ranks on one node, 1 MB: copies at
 // 1 ns/B, adds at 0.5 ns/B. AllReduce two_shot stages all but its own half in the segment (0.5 ms),
 // adds the peer's copy of its half (0.25 ms), then copies both reduced halves into its output
