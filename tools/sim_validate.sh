@@ -3,8 +3,8 @@
 # for each setting, a profile from tilecomm_calibrate made in that setting, then fused_perf with
 # that profile (TILECOMM_PROFILE: the tiles it implies, as a calibrated user's ops cut them)
 # (every mode, -n ITERS timed iterations, median of the slowest rank) for GEMV+AllReduce
-# (M=262144: two-shot on one node and beyond two nodes, one-shot on two; M=16384: one-shot), EmbeddingAllToAll (batch 4096 and 1024) and
-# GemmReduceScatter (M=2048 and 512, K=256, N=1024).
+# (M=262144: two-shot on one node and beyond two nodes, one-shot on two; M=16384: one-shot),
+# EmbeddingAllToAll (batch 4096 and 1024) and GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
 # nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each). BURST=BYTES sets the
 # emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate; give sim_compare.py the same

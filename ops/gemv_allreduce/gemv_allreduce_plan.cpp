@@ -15,8 +15,8 @@ namespace {
 /// takes every size: each node sends the other the payload S either way (two-shot: S / 2 of
 /// partials to the owners, S / 2 of sums back), and one-shot needs one round, not two chained
 /// through the owners' reduces, in eager blocks, not 16 KiB tiles. At 2 x 1 and 10 Gbit/s,
-/// M = 262144 (1 MiB) fused two-shot took 1.45x sequential's time and one-shot 0.96x; 1 and
-/// 5 Gbit/s level or better (docs/ops.md, "GEMV between two nodes").
+/// M = 262144 (1 MiB) fused two-shot took 1.39-1.42x sequential's time and one-shot 0.97-0.99x;
+/// 1 and 5 Gbit/s level or better (docs/ops.md, "GEMV between two nodes").
 constexpr std::size_t kOneShotMaxBytes = std::size_t{256} << 10;
 /// Across more than two nodes one-shot also needs each node to send at most this much in all:
 /// a node's leader sends the payload to every other node, (nodes - 1) x S, where two-shot sends
