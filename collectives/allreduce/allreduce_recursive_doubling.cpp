@@ -17,6 +17,7 @@
 #include <bit>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "collectives/algorithm.hpp"
 #include "collectives/p2p_common.hpp"
@@ -56,11 +57,14 @@ void run_chunk(CommImpl& comm, const CollArgs& a, const Plan& plan, std::size_t 
   } else if (!a.in_place) {
     std::memcpy(x, in, n * es);
   }
+  // Each exchange in eager pieces (p2p::isend_pieces): a whole chunk above Open MPI's TCP eager
+  // limit would wait for a clear-to-send, a round trip more per step.
+  std::vector<MPI_Request> req;
   auto exchange = [&](int peer, bool send, bool recv) {
-    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    if (recv) p2p::irecv(comm, y, bytes, peer, tag, &req[0]);
-    if (send) p2p::isend(comm, x, bytes, peer, tag, &req[1]);
-    comm.wait_all(req, 2, "allreduce(recursive_doubling)");
+    req.clear();
+    if (recv) p2p::irecv_pieces(y, bytes, peer, tag, comm.mpi, req);
+    if (send) p2p::isend_pieces(x, bytes, peer, tag, comm.mpi, req);
+    comm.wait_all(req.data(), static_cast<int>(req.size()), "allreduce(recursive_doubling)");
   };
   // x = (peer is lower) ? y op x : x op y: the lower rank's operand first.
   auto combine = [&](bool peer_lower) {
