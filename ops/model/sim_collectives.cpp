@@ -14,8 +14,20 @@ namespace {
 // The collectives' messages between nodes (eager pieces: reduce_scatter(hierarchical)'s, the
 // hierarchical AllReduce's), and a cap on how many the simulator replays per partner (more only
 // split the same bytes finer).
-constexpr double kRsMessageBytes = double(DefaultThresholds::eager_message_bytes);
-constexpr int kRsMaxPieces = 64;
+constexpr double kEagerPieceBytes = double(DefaultThresholds::eager_message_bytes);
+constexpr int kMaxPieces = 64;
+
+// The eager pieces `bytes` go in (at least one, at most kMaxPieces).
+std::uint64_t eager_pieces(double bytes) {
+  return static_cast<std::uint64_t>(
+      std::clamp(std::ceil(bytes / kEagerPieceBytes), 1.0, double(kMaxPieces)));
+}
+
+// The message key of piece k of the message keyed `key` (keys of different collectives are apart
+// by at least 16, so pieces never collide).
+std::uint64_t piece_key(std::uint64_t key, std::uint64_t k) {
+  return key + (k << 20);
+}
 }  // namespace
 
 double reduce_seconds(const Profile& p, double bytes) {
@@ -70,16 +82,14 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
     // Every node sends `bytes` to every other, in eager pieces (p2p::isend_pieces), posted at
     // once; then this rank waits for every piece from every other node.
     auto exchange = [&](double bytes, std::uint64_t key) {
-      const auto pieces = static_cast<std::uint64_t>(
-          std::clamp(std::ceil(bytes / kRsMessageBytes), 1.0, double(kRsMaxPieces)));
-      auto piece_key = [&](std::uint64_t k) { return key + (k << 20); };
+      const std::uint64_t pieces = eager_pieces(bytes);
       for (int i = 1; i < nn; ++i)
         for (std::uint64_t k = 0; k < pieces; ++k)
-          steps.push_back(SimStep::send(partner((topo.node + i) % nn), piece_key(k),
+          steps.push_back(SimStep::send(partner((topo.node + i) % nn), piece_key(key, k),
                                         bytes / double(pieces), SimPath::Mpi));
       for (int i = 1; i < nn; ++i)
         for (std::uint64_t k = 0; k < pieces; ++k)
-          steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), piece_key(k)));
+          steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), piece_key(key, k)));
     };
     if (slice <= DefaultThresholds::allreduce_cross_one_round_max_for(nn)) {
       exchange(slice, base + 3);
@@ -112,13 +122,12 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
   if (nn > 1) {
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
     const double part = node_slice / nn;  // each other node's share of my node slice
-    // reduce_scatter(hierarchical) sends each share in messages of ~kRsMessageBytes and folds
-    // each message as it arrives. (Beyond two nodes of one rank it sends to one node at a time;
-    // posted at once here, the sender's egress FIFO serialises them alike.)
-    const auto pieces = static_cast<std::uint64_t>(
-        std::clamp(std::ceil(part / kRsMessageBytes), 1.0, double(kRsMaxPieces)));
+    // reduce_scatter(hierarchical) sends each share in eager pieces and folds each piece as it
+    // arrives. (Beyond two nodes of one rank it sends to one node at a time; posted at once here,
+    // the sender's egress FIFO serialises them alike.)
+    const std::uint64_t pieces = eager_pieces(part);
     const double piece = part / double(pieces);
-    auto key = [&](std::uint64_t k) { return base + 7 + (k << 20); };
+    auto key = [&](std::uint64_t k) { return piece_key(base + 7, k); };
     for (std::uint64_t k = 0; k < pieces; ++k)
       for (int i = 1; i < nn; ++i)
         steps.push_back(SimStep::send(partner((topo.node + i) % nn), key(k), piece, SimPath::Mpi));
