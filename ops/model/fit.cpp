@@ -76,6 +76,32 @@ double table_at(const Fit& f, double x1, double x2) {
     return std::pair{std::log2(a), std::log2(std::max(b / a, 1e-300))};
   };
   const auto [qa, qb] = coords(x1, x2);
+  // The tile's own work per row, when the sweep measured it: read along it alone.
+  std::vector<std::pair<double, double>> line;  // (log2 x1, cost per unit of x2)
+  for (const Sample& s : f.table) {
+    if (s.x1 <= 0 || s.x2 <= 0) continue;
+    const auto [a, b] = coords(s.x1, s.x2);
+    if (std::abs(b - qb) < 1e-9) line.emplace_back(a, s.t / s.x2);
+  }
+  if (!line.empty()) {
+    std::sort(line.begin(), line.end());
+    // Points of one x1 (two shapes of the same work per row): their mean.
+    std::vector<std::pair<double, double>> merged;
+    for (std::size_t i = 0; i < line.size();) {
+      std::size_t j = i;
+      double sum = 0;
+      for (; j < line.size() && line[j].first == line[i].first; ++j)
+        sum += line[j].second;
+      merged.emplace_back(line[i].first, sum / double(j - i));
+      i = j;
+    }
+    if (qa <= merged.front().first) return merged.front().second * x2;
+    if (qa >= merged.back().first) return merged.back().second * x2;
+    const auto hi = std::lower_bound(merged.begin(), merged.end(), std::pair{qa, -1e300});
+    const auto lo = hi - 1;
+    const double w = (qa - lo->first) / (hi->first - lo->first);
+    return ((1 - w) * lo->second + w * hi->second) * x2;
+  }
   constexpr std::size_t kNearest = 4;
   std::vector<std::pair<double, double>> near;  // (distance^2, cost per unit of x2)
   for (const Sample& s : f.table) {
