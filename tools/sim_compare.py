@@ -89,19 +89,14 @@ def main():
                          "whole experiment: calibrated, predicted and measured in one state of "
                          "the machine); first: the first grid's profiles predict the median of "
                          "every grid's measurements (until 2026-11-28)")
-    ap.add_argument("--no-reuse", dest="reuse", action="store_false",
-                    help="ignore the runs' lookup_reuse (how their embedding lookups reused rows; "
-                         "written since 2026-11-29): every lookup a row of its own, as before")
     a = ap.parse_args()
     median = statistics.median
     rows = []
     computes = []  # (setting, op, predicted / measured compute kernel): the profile's share
 
-    def predict(op, size, s, grid, run):
+    def predict(op, size, s, grid):
         profile = os.path.join(grid, f"profile_{s}.json")
         args, label = setting_args(s, a.cores, a.burst, profile, a.gap)
-        if a.reuse and run.get("lookup_reuse"):  # how the run's lookups reused their rows
-            args += ["--lookup-reuse", run["lookup_reuse"]]
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
              SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile", profile,
@@ -122,7 +117,7 @@ def main():
         size = re.match(r"\w+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded to ranks)
         preds = []
         for g in grids if a.profiles == "each" else grids[:1]:
-            label, pred = predict(op, size, s, g, runs[grids.index(g)])
+            label, pred = predict(op, size, s, g)
             preds.append(pred)
         if a.profiles == "each":  # a ratio per grid, from its own profile
             cratio = median(p["compute"] / r["compute_us"] for p, r in zip(preds, runs))

@@ -114,12 +114,6 @@ int main(int argc, char** argv) {
                  "ranks sharing one last-level cache, for --repeated-call (default: "
                  "--ranks-per-node; every rank when the nodes are emulated on one machine)")
       ->check(CLI::NonNegativeNumber);
-  std::string reuse;
-  app.add_option("--lookup-reuse", reuse,
-                 "embedding_alltoall: BYTES:SHARE,... the share of lookups an LRU cache of BYTES "
-                 "would hit (fused_perf's JSON lookup_reuse, measured on its indices): lookups an "
-                 "L2 hits cost the profile's embedding_hot point, the rank's L3 share "
-                 "embedding_warm (default: every lookup a row of its own)");
   app.add_flag("--nic-offload", nic_offload,
                "off-node messages cost CPU per message only, not per byte (an RDMA NIC)");
   app.add_option("--profile", profile_path, "profile (default: as Mode::Auto finds it)");
@@ -130,7 +124,6 @@ int main(int argc, char** argv) {
     s.options.remote_first = !no_remote_first;
     s.options.fused_algorithm = tilecomm::parse_fused_algorithm(fused_algorithm);
     s.shape = model::parse_shape(model::parse_op(op), shape_text);
-    s.lookup_reuse = model::parse_reuse(reuse);
     if (oversub < 1)
       throw tilecomm::Error(tilecomm::ErrorCode::InvalidArgument,
                             fmt::format("--core-oversub = {} (must be >= 1)", oversub));

@@ -43,7 +43,6 @@ struct Row {
   Shape shape;
   std::string shape_text;
   std::size_t bytes = 0;
-  std::string lookup_reuse;  // EmbeddingAllToAll: rank 0's (OpBench::lookup_reuse)
   Stats compute, comm, mode[3];
   Stats compute_cpu, comm_cpu;  // CPU us summed over the node's ranks
   int cores = 1;                // the node's cores (its ranks' affinity masks)
@@ -72,7 +71,6 @@ Row measure(const Options& o, Communicator& comm, Device& dev, const NodeCpu& no
   row.shape = shape;
   row.shape_text = bench->shape();
   row.bytes = bench->bytes();
-  row.lookup_reuse = bench->lookup_reuse();
   std::vector<Mode> modes;
   for (const auto& m : o.modes)
     modes.push_back(parse_mode(m));
@@ -221,7 +219,6 @@ nlohmann::json to_json(const Row& r, const Communicator& comm) {
           {"size", r.shape.size},
           {"ratio", r.shape.ratio},
           {"bytes", r.bytes},
-          {"lookup_reuse", r.lookup_reuse},
           {"compute_us", r.compute.median},
           {"comm_us", r.comm.median},
           {"compute_cpu_us", r.compute_cpu.median},

@@ -2,7 +2,6 @@
 // bitwise with sequential), built once per shape.
 #include "op_bench.hpp"
 
-#include "ops/model/lookup_reuse.hpp"
 #include "tilecomm/bench_hooks.hpp"
 
 #include <fmt/format.h>
@@ -216,9 +215,6 @@ class EmbeddingBench : public OpBench {
   Collective collective() const override { return Collective::AllToAllv; }
   long long wrong_vs_sequential(Mode) override { return count_different(out_, ref_); }
   std::size_t bytes() const override { return send_.size() * sizeof(float); }
-  std::string lookup_reuse() const override {
-    return model::format_reuse(model::lookup_reuse(idx_, dim_ * sizeof(float)));
-  }
   std::string shape() const override {
     if (spec_.table_rows.empty())
       return fmt::format("batch={} pool={} dim={} tables/rank={}", batch_, pool_, dim_, ntab_);

@@ -67,9 +67,6 @@ class OpBench {
   /// Payload each rank contributes to the collective, bytes.
   virtual std::size_t bytes() const = 0;
   virtual std::string shape() const = 0;
-  /// EmbeddingAllToAll: how a loop of its calls reuses the rows it looks up (model::lookup_reuse,
-  /// "BYTES:SHARE,..."); empty for the other ops.
-  virtual std::string lookup_reuse() const { return {}; }
 };
 
 /// Mode::Auto as a user meets it: calls `variant` with Mode::Auto until it settles (its trial

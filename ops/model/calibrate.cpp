@@ -70,41 +70,38 @@ Points calibrate_gemv(std::vector<float>& big, const Sync& sync, bool warm) {
   return pts;
 }
 
-// A data or unified cache of cpu0 in sysfs, bytes (0: unknown): at `level`, or (0) its highest
-// level. Not sysconf(_SC_LEVEL3_CACHE_SIZE): on this VM it reports 320 MiB (the host socket's,
+// The last-level cache the calibrating CPU sees, bytes (0: unknown): cpu0's highest-level cache in
+// sysfs. Not sysconf(_SC_LEVEL3_CACHE_SIZE): on this VM it reports 320 MiB (the host socket's,
 // from CPUID), where the guest's topology has one 32 MiB L3.
-double cache_bytes_at(int level) {
+double last_level_cache_bytes() {
   int best_level = 0;
   double bytes = 0;
   for (int i = 0; i < 16; ++i) {
     const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
-    std::ifstream level_file(dir + "level"), size_file(dir + "size"), type_file(dir + "type");
-    int at = 0;
-    std::string size, type;
-    if (!(level_file >> at) || !(size_file >> size) || size.empty()) continue;
-    if ((type_file >> type) && type == "Instruction") continue;
+    std::ifstream level_file(dir + "level"), size_file(dir + "size");
+    int level = 0;
+    std::string size;
+    if (!(level_file >> level) || !(size_file >> size) || size.empty()) continue;
     double scale = 1;
     if (size.back() == 'K') scale = 1024;
     if (size.back() == 'M') scale = 1024.0 * 1024;
-    if (level ? at == level : at > best_level) {
-      best_level = at;
+    if (level > best_level) {
+      best_level = level;
       bytes = std::atof(size.c_str()) * scale;
     }
   }
   return bytes;
 }
 
-// Embedding tiles fetching random rows of a 96 MiB table: every lookup a cache miss. Or random
-// rows of a set read just before, scattered over the same table (`set_floats`, 0: none): 8 MiB
-// (kWarmRowsFloats) are L3 hits, as a loop calling one operator on the same indices meets the rows
-// its last call fetched, with the TLB misses of rows spread over large tables; 256 KiB
-// (kHotRowsFloats) are L2 hits, as a call's lookups of a row it has already fetched (skewed indices
-// repeat their hot rows). (One set of indices looked up again instead times the L1 and L2 for
-// every lookup: a quarter of such calls' measured compute; 8 MiB of adjacent rows, 0.6 of it.)
+// Embedding tiles fetching random rows of a 96 MiB table: every lookup a cache miss. Or, `warm`,
+// random rows of a set read just before (8 MiB of rows scattered over the same table): L3 hits,
+// as a loop calling one operator on the same indices meets the rows its last call fetched, with
+// the TLB misses of rows spread over large tables. (One set of indices looked up again instead
+// times the L1 and L2, which hold a tile's rows but not a call's: a quarter of such calls'
+// measured compute; 8 MiB of adjacent rows, 0.6 of it.)
 constexpr std::size_t kWarmRowsFloats = std::size_t{2} << 20;  // 8 MiB
-constexpr std::size_t kHotRowsFloats = std::size_t{64} << 10;  // 256 KiB
 
-Points calibrate_embedding(std::vector<float>& big, const Sync& sync, std::size_t set_floats) {
+Points calibrate_embedding(std::vector<float>& big, const Sync& sync, bool warm) {
   Points pts;
   std::vector<std::int64_t> idx, off, hot;
   std::vector<float> out(256 * 256);
@@ -119,13 +116,13 @@ Points calibrate_embedding(std::vector<float>& big, const Sync& sync, std::size_
         // Fresh random rows for every repetition (repeating one set times the L1 and L2).
         const std::size_t rows = kStreamFloats / dim, n = bags * pool;
         hot.clear();
-        for (std::size_t i = 0; i < set_floats / dim; ++i)
-          hot.push_back(random(rows));
+        if (warm)
+          for (std::size_t i = 0; i < kWarmRowsFloats / dim; ++i)
+            hot.push_back(random(rows));
         auto draw = [&](std::size_t count) {
           idx.clear();
           for (std::size_t i = 0; i < count; ++i)
-            idx.push_back(hot.empty() ? random(rows)
-                                      : hot[static_cast<std::size_t>(random(hot.size()))]);
+            idx.push_back(warm ? hot[static_cast<std::size_t>(random(hot.size()))] : random(rows));
         };
         off.assign(1, 0);
         for (std::size_t b = 0; b < bags; ++b)
@@ -145,7 +142,7 @@ Points calibrate_embedding(std::vector<float>& big, const Sync& sync, std::size_
         const int reps = reps_for(call);
         draw(n * static_cast<std::size_t>(reps + 1));
         volatile float sink = 0;
-        for (std::int64_t row : hot)  // the set's rows into the caches
+        for (std::int64_t row : hot)  // warm: the set's rows into the caches
           for (std::size_t j = 0; j < dim; j += 16)
             sink = sink + big[static_cast<std::size_t>(row) * dim + j];
         sync();
@@ -254,8 +251,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   p.cus = device.num_cus();
   p.ranks = topo.size;
   p.nodes = topo.num_nodes;
-  p.cache_bytes = cache_bytes_at(0);
-  p.l2_bytes = cache_bytes_at(2);
+  p.cache_bytes = last_level_cache_bytes();
   double bulk_beta = 0;
   {
     // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way), point by
@@ -266,9 +262,8 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
     const Sync sync = [&] { barrier(comm); };
     p.gemv = calibrate_gemv(big, sync, false).compute_fit(comm);
     p.gemv_warm = calibrate_gemv(big, sync, true).compute_fit(comm);
-    p.embedding = calibrate_embedding(big, sync, 0).compute_fit(comm);
-    p.embedding_warm = calibrate_embedding(big, sync, kWarmRowsFloats).compute_fit(comm);
-    p.embedding_hot = calibrate_embedding(big, sync, kHotRowsFloats).compute_fit(comm);
+    p.embedding = calibrate_embedding(big, sync, false).compute_fit(comm);
+    p.embedding_warm = calibrate_embedding(big, sync, true).compute_fit(comm);
     p.gemm = calibrate_gemm(big, sync).compute_fit(comm);
     p.reduce = calibrate_reduce(big, sync).slowest(comm).fit(2);
     bulk_beta = calibrate_bulk_copy(comm, big, sync);
@@ -332,8 +327,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
       out += fit_row("gemv", "x1 = rows, x2 = rows K n", p.gemv);
       out += fit_row("gemv warm", "the same, W in the caches", p.gemv_warm);
       out += fit_row("embedding", "x1 = lookups, x2 = lookups dim", p.embedding);
-      out += fit_row("embedding warm", "the same, the rows in the L3", p.embedding_warm);
-      out += fit_row("embedding hot", "the same, the rows in the L2", p.embedding_hot);
+      out += fit_row("embedding warm", "the same, the rows in the caches", p.embedding_warm);
       out += fit_row("gemm", "x1 = rows, x2 = rows K N", p.gemm);
       out += fit_row("reduce", "x1 = bytes added (cold)", p.reduce);
       out += "paths (one message: t = alpha + beta bytes; CPU per message):\n";

@@ -71,13 +71,11 @@ std::string to_json_text(const Profile& p) {
             {"ranks", p.ranks},
             {"nodes", p.nodes},
             {"cache_bytes", p.cache_bytes},
-            {"l2_bytes", p.l2_bytes},
             {"compute",
              {{"gemv", fit_json(p.gemv)},
               {"gemv_warm", fit_json(p.gemv_warm)},
               {"embedding", fit_json(p.embedding)},
               {"embedding_warm", fit_json(p.embedding_warm)},
-              {"embedding_hot", fit_json(p.embedding_hot)},
               {"gemm", fit_json(p.gemm)},
               {"reduce", fit_json(p.reduce)}}},
             {"paths",
@@ -114,13 +112,11 @@ Profile load_profile(const std::string& path) {
     p.ranks = j.at("ranks").get<int>();
     p.nodes = j.at("nodes").get<int>();
     p.cache_bytes = j.value("cache_bytes", 0.0);
-    p.l2_bytes = j.value("l2_bytes", 0.0);  // older: unknown
     const json& c = j.at("compute");
     p.gemv = fit_from(c.at("gemv"));
     if (c.contains("gemv_warm")) p.gemv_warm = fit_from(c.at("gemv_warm"));  // older: none
     p.embedding = fit_from(c.at("embedding"));
     if (c.contains("embedding_warm")) p.embedding_warm = fit_from(c.at("embedding_warm"));
-    if (c.contains("embedding_hot")) p.embedding_hot = fit_from(c.at("embedding_hot"));
     p.gemm = fit_from(c.at("gemm"));
     p.reduce = fit_from(c.at("reduce"));
     p.shm = path_from(j.at("paths").at("shm"));

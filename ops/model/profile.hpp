@@ -69,8 +69,6 @@ struct Profile {
   Fit gemv_warm;
   /// The last-level cache of the calibrating CPU, bytes (0: unknown).
   double cache_bytes = 0;
-  /// A core's L2 cache, bytes (0: unknown, as in older profiles).
-  double l2_bytes = 0;
   /// EmbeddingAllToAll, float32 pooling: x1 = lookups (a row fetched at random: a cache miss),
   /// x2 = lookups x dim.
   Fit embedding;
@@ -78,9 +76,6 @@ struct Profile {
   /// scattered over a large table: a loop calling one operator on the same batch). Empty in
   /// older profiles.
   Fit embedding_warm;
-  /// The same tiles fetching rows the L2 holds (random rows of a 256 KiB set): skewed indices'
-  /// hot rows, looked up again soon (SimSetup::lookup_reuse). Empty in older profiles.
-  Fit embedding_hot;
   /// GEMM tiles (GemmAllToAll, GemmReduceScatter; tilecomm's packed GEMM): x1 = rows,
   /// x2 = rows x K x N (multiply-adds).
   Fit gemm;

@@ -66,26 +66,15 @@ double gemv_tile_s(const Profile& p, const SimSetup& s, std::size_t rows) {
   return std::max(0.0, h * warm + (1 - h) * cold);
 }
 // An embedding tile: random rows from memory, from the caches (the call repeats on the same
-// indices: the global batch's bags of this rank's tables), or the warm share's blend. With the
-// lookups' reuse profile: the shares an L2 and the rank's share of the L3 hit, at the hot and warm
-// points' costs.
+// indices: the global batch's bags of this rank's tables), or the warm share's blend.
 double pool_tile_s(const Profile& p, const SimSetup& s, std::size_t bags) {
   const OpShape& sh = s.shape;
-  const double lookups = double(bags) * sh.pool, x2 = lookups * sh.n;
-  const double cold = p.embedding.at(lookups, x2);
-  if (!s.lookup_reuse.empty() && !p.embedding_warm.table.empty() && p.cache_bytes > 0) {
-    const int sharing = s.ranks_per_cache > 0 ? s.ranks_per_cache : s.ranks_per_node;
-    const double l3 = reuse_share(s.lookup_reuse, p.cache_bytes / sharing);
-    const bool hot = p.l2_bytes > 0 && !p.embedding_hot.table.empty();
-    const double l2 = hot ? std::min(l3, reuse_share(s.lookup_reuse, p.l2_bytes)) : 0.0;
-    const double warm = p.embedding_warm.at(lookups, x2);
-    return std::max(0.0, (hot ? l2 * p.embedding_hot.at(lookups, x2) : 0.0) + (l3 - l2) * warm +
-                             (1 - l3) * cold);
-  }
   const double rows_bytes =
       double(sh.m) * double(sh.tables) * double(sh.pool) * double(sh.n) * sizeof(float);
   const double h = warm_share(p, s, p.embedding_warm, rows_bytes);
-  const double warm = h > 0 ? p.embedding_warm.at(lookups, x2) : 0.0;
+  const double lookups = double(bags) * sh.pool;
+  const double cold = p.embedding.at(lookups, lookups * sh.n);
+  const double warm = h > 0 ? p.embedding_warm.at(lookups, lookups * sh.n) : 0.0;
   return std::max(0.0, h * warm + (1 - h) * cold);
 }
 

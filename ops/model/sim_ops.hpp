@@ -9,7 +9,6 @@
 // GemmAllToAll is not simulated (its routing is per call and its planning is not separated).
 #include <vector>
 
-#include "ops/model/lookup_reuse.hpp"
 #include "ops/model/predict.hpp"
 #include "ops/model/sim.hpp"
 
@@ -42,12 +41,6 @@ struct SimSetup {
   /// Ranks whose weights share one last-level cache (0: ranks_per_node). More than a node's
   /// when the nodes are emulated on one machine: tools/cluster's nodes share this VM's one L3.
   int ranks_per_cache = 0;
-  /// EmbeddingAllToAll: how its lookups reuse their rows (lookup_reuse.hpp; a benchmark's
-  /// measure of its indices). Given, a lookup costs the profile's embedding_hot point when an L2
-  /// (Profile::l2_bytes) would hit it, embedding_warm when the rank's share of the last-level
-  /// cache (cache_bytes over ranks_per_cache) would, embedding otherwise; empty: every lookup a
-  /// row of its own, costed by warm_share.
-  std::vector<ReusePoint> lookup_reuse;
   /// The off-node path the op's tile rules cut for (GemvAllReduce's one-shot blocks):
   /// simulate_modes sets it from its profile and costs (sim_off_node_path).
   detail::OffNodePath off_node;

@@ -492,31 +492,6 @@ TEST(Sim, RepeatedEmbeddingCallsOnCachedRowsCostTheWarmPoints) {
   EXPECT_NEAR(simulate_modes(p, s, c).compute, cold, 1e-9);
 }
 
-// With the lookups' reuse profile (lookup_reuse.hpp) a lookup costs the hot point when an L2
-// would hit it, the warm one when the rank's share of the L3 would, the cold one otherwise. The
-// same call as above; L2 4 KiB, L3 16 KiB for two ranks (8 KiB each); half the lookups hit 4 KiB,
-// three quarters 8 KiB. Before it, skewed indices (the validation's u^3 draws: a third of the
-// lookups on rows an L2 holds) had their one-node compute predicted at 1.2-1.7x its measured time.
-TEST(Sim, EmbeddingLookupsCostTheCacheTheirReuseHits) {
-  Profile p;
-  p.embedding.table = {{16, 16 * 8, 1 * kMs}};
-  p.embedding_warm.table = {{16, 16 * 8, 0.25 * kMs}};
-  p.embedding_hot.table = {{16, 16 * 8, 0.05 * kMs}};
-  p.shm.measured = p.mpi.measured = true;
-  p.cache_bytes = 16 << 10;
-  p.l2_bytes = 4 << 10;
-  SimSetup s = one_slot({OpKind::EmbeddingAllToAll, 64, 0, 8, 1, 2, 16}, 1, 2);
-  s.repeated_call = true;
-  s.lookup_reuse = {{4096, 0.5}, {8192, 0.75}, {16384, 1.0}};
-  const SimCosts c = bare(0, 1e12);
-  const double cold = 8 * kMs;  // 64 bags x 2 lookups, every one cold
-  EXPECT_NEAR(simulate_modes(p, s, c).compute, cold * (0.5 * 0.05 + 0.25 * 0.25 + 0.25), 1e-9);
-  p.embedding_hot.table.clear();  // no hot points (an older profile): the L2's hits as the L3's
-  EXPECT_NEAR(simulate_modes(p, s, c).compute, cold * (0.75 * 0.25 + 0.25), 1e-9);
-  p.cache_bytes = 0;  // no cache size: every lookup a row of its own, cold
-  EXPECT_NEAR(simulate_modes(p, s, c).compute, cold, 1e-9);
-}
-
 TEST(Sim, UnsupportedSetupsAreErrors) {
   Profile p;
   SimSetup s;
