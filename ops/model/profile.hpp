@@ -18,10 +18,11 @@ struct Sample {
 };
 
 struct Fit;
-/// A compute fit's table read at (x1, x2) (both > 0): the cost per unit of x2 (t / x2) of the
+/// A compute fit's table read at (x1, x2) (both > 0), as a cost per unit of x2 (t / x2) times x2.
+/// Points of the tile's own x2 / x1 (its work per row), when there are any: linear in log2 x1
+/// between the two around it, the nearest one's beyond them (two at one x1: their mean). Else the
 /// nearest measured points, weighted by 1 / distance^2 in (log2 x1, log2 (x2 / x1)), the four
-/// nearest at most (a measured point itself when hit exactly), times x2. Tiles outside the sweep
-/// take the nearest points' cost per unit.
+/// nearest at most (a measured point itself when hit exactly).
 double table_at(const Fit& f, double x1, double x2);
 
 /// t = c[0] + c[1] x1 + c[2] x2 (x1, x2 named per use), fitted by least squares (LAPACKE_dgelsy)
