@@ -70,23 +70,24 @@ Points calibrate_gemv(std::vector<float>& big, const Sync& sync, bool warm) {
   return pts;
 }
 
-// The last-level cache the calibrating CPU sees, bytes (0: unknown): cpu0's highest-level cache in
-// sysfs. Not sysconf(_SC_LEVEL3_CACHE_SIZE): on this VM it reports 320 MiB (the host socket's,
+// A data or unified cache of cpu0 in sysfs, bytes (0: unknown): at `level`, or (0) its highest
+// level. Not sysconf(_SC_LEVEL3_CACHE_SIZE): on this VM it reports 320 MiB (the host socket's,
 // from CPUID), where the guest's topology has one 32 MiB L3.
-double last_level_cache_bytes() {
+double cache_bytes_at(int level) {
   int best_level = 0;
   double bytes = 0;
   for (int i = 0; i < 16; ++i) {
     const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
-    std::ifstream level_file(dir + "level"), size_file(dir + "size");
-    int level = 0;
-    std::string size;
-    if (!(level_file >> level) || !(size_file >> size) || size.empty()) continue;
+    std::ifstream level_file(dir + "level"), size_file(dir + "size"), type_file(dir + "type");
+    int at = 0;
+    std::string size, type;
+    if (!(level_file >> at) || !(size_file >> size) || size.empty()) continue;
+    if ((type_file >> type) && type == "Instruction") continue;
     double scale = 1;
     if (size.back() == 'K') scale = 1024;
     if (size.back() == 'M') scale = 1024.0 * 1024;
-    if (level > best_level) {
-      best_level = level;
+    if (level ? at == level : at > best_level) {
+      best_level = at;
       bytes = std::atof(size.c_str()) * scale;
     }
   }
@@ -210,6 +211,23 @@ Points calibrate_reduce(std::vector<float>& big, const Sync& sync) {
   return pts;
 }
 
+// The same adds on arrays the L2 holds (4-256 KiB each, added again and again): a collective's
+// input that the compute before it has just written (MemCosts).
+Points calibrate_reduce_hot(const Sync& sync) {
+  Points pts;
+  std::vector<float> x(1 << 16, 0.5f), y(1 << 16, 0.25f);
+  for (std::size_t n : {1 << 10, 1 << 12, 1 << 14, 1 << 16}) {
+    auto add = [&](int) {
+      for (std::size_t i = 0; i < n; ++i)
+        y[i] += x[i];
+    };
+    const int reps = reps_for(add);
+    sync();
+    pts.add(double(n * sizeof(float)), 0, time_median(reps, add));
+  }
+  return pts;
+}
+
 // The per-byte cost of a bulk on-node copy (the fit t = c0 + c1 bytes, c1), the slowest rank's.
 double calibrate_bulk_copy(Communicator& comm, std::vector<float>& big, const Sync& sync) {
   Points pts;
@@ -251,7 +269,8 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   p.cus = device.num_cus();
   p.ranks = topo.size;
   p.nodes = topo.num_nodes;
-  p.cache_bytes = last_level_cache_bytes();
+  p.cache_bytes = cache_bytes_at(0);
+  p.l2_bytes = cache_bytes_at(2);
   double bulk_beta = 0;
   {
     // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way), point by
@@ -266,6 +285,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
     p.embedding_warm = calibrate_embedding(big, sync, true).compute_fit(comm);
     p.gemm = calibrate_gemm(big, sync).compute_fit(comm);
     p.reduce = calibrate_reduce(big, sync).slowest(comm).fit(2);
+    p.reduce_hot = calibrate_reduce_hot(sync).slowest(comm).fit(2);
     bulk_beta = calibrate_bulk_copy(comm, big, sync);
   }
   barrier(comm);
@@ -330,6 +350,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
       out += fit_row("embedding warm", "the same, the rows in the caches", p.embedding_warm);
       out += fit_row("gemm", "x1 = rows, x2 = rows K N", p.gemm);
       out += fit_row("reduce", "x1 = bytes added (cold)", p.reduce);
+      out += fit_row("reduce hot", "x1 = bytes added (in the L2)", p.reduce_hot);
       out += "paths (one message: t = alpha + beta bytes; CPU per message):\n";
       for (const auto& [name, pc] :
            {std::pair<const char*, const model::PathCost&>{"shm", p.shm}, {"mpi", p.mpi}}) {

@@ -71,13 +71,15 @@ std::string to_json_text(const Profile& p) {
             {"ranks", p.ranks},
             {"nodes", p.nodes},
             {"cache_bytes", p.cache_bytes},
+            {"l2_bytes", p.l2_bytes},
             {"compute",
              {{"gemv", fit_json(p.gemv)},
               {"gemv_warm", fit_json(p.gemv_warm)},
               {"embedding", fit_json(p.embedding)},
               {"embedding_warm", fit_json(p.embedding_warm)},
               {"gemm", fit_json(p.gemm)},
-              {"reduce", fit_json(p.reduce)}}},
+              {"reduce", fit_json(p.reduce)},
+              {"reduce_hot", fit_json(p.reduce_hot)}}},
             {"paths",
              {{"shm", path_json(p.shm)},
               {"mpi", path_json(p.mpi)},
@@ -112,6 +114,7 @@ Profile load_profile(const std::string& path) {
     p.ranks = j.at("ranks").get<int>();
     p.nodes = j.at("nodes").get<int>();
     p.cache_bytes = j.value("cache_bytes", 0.0);
+    p.l2_bytes = j.value("l2_bytes", 0.0);  // older: unknown
     const json& c = j.at("compute");
     p.gemv = fit_from(c.at("gemv"));
     if (c.contains("gemv_warm")) p.gemv_warm = fit_from(c.at("gemv_warm"));  // older: none
@@ -119,6 +122,7 @@ Profile load_profile(const std::string& path) {
     if (c.contains("embedding_warm")) p.embedding_warm = fit_from(c.at("embedding_warm"));
     p.gemm = fit_from(c.at("gemm"));
     p.reduce = fit_from(c.at("reduce"));
+    if (c.contains("reduce_hot")) p.reduce_hot = fit_from(c.at("reduce_hot"));  // older: none
     p.shm = path_from(j.at("paths").at("shm"));
     p.mpi = path_from(j.at("paths").at("mpi"));
     p.link_bytes_per_s = j.at("paths").value("link_bytes_per_s", 0.0);  // older: not measured

@@ -70,6 +70,8 @@ struct Profile {
   Fit gemv_warm;
   /// The last-level cache of the calibrating CPU, bytes (0: unknown).
   double cache_bytes = 0;
+  /// A core's L2 cache, bytes (0: unknown, as in older profiles).
+  double l2_bytes = 0;
   /// EmbeddingAllToAll, float32 pooling: x1 = lookups (a row fetched at random: a cache miss),
   /// x2 = lookups x dim.
   Fit embedding;
@@ -82,6 +84,9 @@ struct Profile {
   Fit gemm;
   /// Adding float arrays (reductions): x1 = bytes added.
   Fit reduce;
+  /// The same with the arrays in the L2 (a collective's input its compute has just written,
+  /// MemCosts). Empty (0 points) in older profiles.
+  Fit reduce_hot;
   /// Paths: on-node through the shared segment (a copy into the peer's segment and a release
   /// flag), off-node through MPI point-to-point.
   PathCost shm, mpi;

@@ -30,18 +30,33 @@ std::uint64_t piece_key(std::uint64_t key, std::uint64_t k) {
 }
 }  // namespace
 
-double reduce_seconds(const Profile& p, double bytes) {
-  if (bytes <= 0) return 0;
-  const double t = p.reduce.at(bytes);
-  return t > 0 ? t : p.reduce.c[1] * bytes;
+double hot_share(const Profile& p, double payload) {
+  if (p.l2_bytes <= 0 || p.reduce_hot.points == 0) return 0;
+  if (payload <= 0) return 1;
+  return std::clamp(0.5 * std::log2(2.0 * p.l2_bytes / payload), 0.0, 1.0);
 }
 
-double copy_seconds(const Profile& p, double bytes) {
+MemCosts::MemCosts(const Profile& profile, double payload)
+    : p(profile), hot(hot_share(profile, payload)) {}
+
+double MemCosts::reduce(double bytes) const {
+  if (bytes <= 0) return 0;
+  auto at = [bytes](const Fit& f) {
+    const double t = f.at(bytes);
+    return t > 0 ? t : f.c[1] * bytes;
+  };
+  return hot > 0 ? hot * at(p.reduce_hot) + (1 - hot) * at(p.reduce) : at(p.reduce);
+}
+
+double MemCosts::copy(double bytes) const {
   if (bytes <= 0) return 0;
   // A copy streams memory as a reduction does: the segment's per-byte cost when the profile
   // measured it, else the reduction's (a profile made with one rank per node has no shm path,
   // and borrowing the MPI path's beta would charge a network's rate for a memcpy).
-  const double beta = p.shm.measured && p.shm.beta() > 0 ? p.shm.beta() : p.reduce.c[1];
+  const bool shm = p.shm.measured && p.shm.beta() > 0;
+  const double cold = shm ? p.shm.beta() : p.reduce.c[1];
+  const double warm = shm && p.shm.time.c[1] > 0 ? p.shm.time.c[1] : cold;
+  const double beta = hot * warm + (1 - hot) * cold;
   return beta > 0 ? beta * bytes : 0;
 }
 
@@ -61,11 +76,11 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
                      const Profile& p, std::uint64_t base) {
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
+  const MemCosts mem(p, bytes);
   if (nn == 1 && bytes <= DefaultThresholds::allreduce_one_shot_max_for(q)) {
     // one_shot: every rank stages its input, every rank reduces all of them.
     node_exchange(steps, topo, base);
-    steps.push_back(
-        SimStep::compute(copy_seconds(p, (q - 1) * bytes) + reduce_seconds(p, (q - 1) * bytes)));
+    steps.push_back(SimStep::compute(mem.copy((q - 1) * bytes) + mem.reduce((q - 1) * bytes)));
     return;
   }
   const double slice = bytes / q;
@@ -73,9 +88,9 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
     // Node-local reduce-scatter: stage the input in the segment (two_shot: all but my slice;
     // hierarchical: all of it), then read the q - 1 other ranks' copies of my slice and add.
     const double staged = nn == 1 ? (q - 1) * slice : bytes;
-    steps.push_back(SimStep::compute(copy_seconds(p, staged)));
+    steps.push_back(SimStep::compute(mem.copy(staged)));
     node_exchange(steps, topo, base + 1);
-    steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * slice)));
+    steps.push_back(SimStep::compute(mem.reduce((q - 1) * slice)));
   }
   if (nn > 1) {  // between the nodes: the ranks of my local rank, one per node
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
@@ -93,17 +108,17 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
     };
     if (slice <= DefaultThresholds::allreduce_cross_one_round_max_for(nn)) {
       exchange(slice, base + 3);
-      steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * slice)));
+      steps.push_back(SimStep::compute(mem.reduce((nn - 1) * slice)));
     } else {  // direct reduce-scatter of the slice, then all-gather
       const double part = slice / nn;
       exchange(part, base + 4);
-      steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * part)));
+      steps.push_back(SimStep::compute(mem.reduce((nn - 1) * part)));
       exchange(part, base + 5);
     }
   }
   if (q > 1) {  // node-local all-gather: copy every reduced slice, mine too, into the output
     node_exchange(steps, topo, base + 2);
-    steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
+    steps.push_back(SimStep::compute(mem.copy(bytes)));
   }
 }
 
@@ -111,13 +126,14 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
                           const Profile& p, std::uint64_t base) {
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
+  const MemCosts mem(p, bytes);
   const double node_slice = bytes / q;  // what a local rank sums for its node
   if (q > 1) {
     // Stage the input in the segment (shm: every block but mine; hierarchical: every block),
     // then read my node slice from the q - 1 peers and add.
-    steps.push_back(SimStep::compute(copy_seconds(p, nn == 1 ? (q - 1) * node_slice : bytes)));
+    steps.push_back(SimStep::compute(mem.copy(nn == 1 ? (q - 1) * node_slice : bytes)));
     node_exchange(steps, topo, base + 6);
-    steps.push_back(SimStep::compute(reduce_seconds(p, (q - 1) * node_slice)));
+    steps.push_back(SimStep::compute(mem.reduce((q - 1) * node_slice)));
   }
   if (nn > 1) {
     auto partner = [&](int node) { return topo.node_ranks[node][topo.local_rank]; };
@@ -134,7 +150,7 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
     for (std::uint64_t k = 0; k < pieces; ++k) {
       for (int i = 1; i < nn; ++i)
         steps.push_back(SimStep::await(partner((topo.node - i + nn) % nn), key(k)));
-      steps.push_back(SimStep::compute(reduce_seconds(p, (nn - 1) * piece)));
+      steps.push_back(SimStep::compute(mem.reduce((nn - 1) * piece)));
     }
   }
 }
@@ -144,6 +160,10 @@ void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
                      const Profile& p, std::uint64_t base) {
   const int n = topo.size, me = topo.rank;
   double received = recv[me];
+  double payload = 0;  // what this rank sends, to itself too
+  for (double b : send)
+    payload += b;
+  const MemCosts mem(p, payload);
   for (int i = 1; i < n; ++i) {
     const int q = (me + i) % n;
     if (send[q] <= 0) continue;
@@ -155,7 +175,7 @@ void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
     steps.push_back(SimStep::await(s, base));
     received += recv[s];
   }
-  steps.push_back(SimStep::compute(copy_seconds(p, received)));
+  steps.push_back(SimStep::compute(mem.copy(received)));
 }
 
 }  // namespace tilecomm::model

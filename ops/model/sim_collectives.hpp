@@ -36,8 +36,21 @@ void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
                      const Profile& p, std::uint64_t base);
 
-/// Costs of the simple CPU work a step does: adding `bytes` of floats, copying `bytes`.
-double reduce_seconds(const Profile& p, double bytes);
-double copy_seconds(const Profile& p, double bytes);
+/// The share of a collective's input, `payload` bytes per rank, still in the L2 of the core that
+/// has just written it (the compute before the collective): all of it up to half the profile's
+/// l2_bytes, none from twice the L2 on, linear in log2 of the payload between (warm_share's rule
+/// on the L2). 0 for a profile without l2_bytes or reduce_hot points (older ones).
+double hot_share(const Profile& p, double payload);
+
+/// Costs of the simple CPU work a collective's step does, adding or copying `bytes` of floats:
+/// hot_share(payload) of it at the hot points (reduce_hot; a copy at the shm path's ping-pong per
+/// byte), the rest at the cold ones (reduce; a copy at the path's beta(), the bulk copy's).
+struct MemCosts {
+  MemCosts(const Profile& p, double payload);
+  double reduce(double bytes) const;
+  double copy(double bytes) const;
+  const Profile& p;
+  double hot = 0;
+};
 
 }  // namespace tilecomm::model

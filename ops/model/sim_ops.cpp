@@ -35,6 +35,13 @@ double kernel_launch_s(const Profile& p, std::size_t wgs, int slots) {
   return wgs > 1 && slots > 1 && p.launch_grid_s > 0 ? p.launch_grid_s : p.launch_s;
 }
 
+// The collective's input per rank (GEMV's y, GemmReduceScatter's C, the embedding send buffer).
+double payload_bytes(const SimSetup& s) {
+  const OpShape& sh = s.shape;
+  const double per_row = sh.op == OpKind::EmbeddingAllToAll ? double(sh.tables * sh.n) : sh.n;
+  return double(sh.m) * per_row * kFloat;
+}
+
 double cores_of(const SimSetup& s) {
   return s.cpu_share > 0 ? s.cpu_share : s.cus;
 }
@@ -96,6 +103,7 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
   const int me = topo.rank;
   const bool sums = relays_partials(topo);
   const std::vector<int>& mates = topo.node_ranks[topo.node];
+  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemv_two_shot_order(topo, g, s.options.remote_first)) {
@@ -122,7 +130,7 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         task.label = "node sum";
         for (int src : mates)
           task.steps.push_back(SimStep::await(src, kNodeSum | b));
-        task.steps.push_back(SimStep::compute(reduce_seconds(p, double(mates.size() - 1) * bytes)));
+        task.steps.push_back(SimStep::compute(mem.reduce(double(mates.size() - 1) * bytes)));
         to(o, kPartial | b);
         break;
       case GemvTwoShotTask::Reduce: {  // this node's partials and a node sum per other node
@@ -133,12 +141,12 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
             task.steps.push_back(SimStep::await(src, kPartial | b));
             ++sources;
           }
-        task.steps.push_back(SimStep::compute(reduce_seconds(p, (sources - 1) * bytes)));
+        task.steps.push_back(SimStep::compute(mem.reduce((sources - 1) * bytes)));
         for (int q : mates)  // flagged on-node, sent to one rank per other node
           if (q != me) to(q, kReduced | b);
         for (int node = 0; node < topo.num_nodes; ++node)
           if (node != topo.node) to(node_relay(topo, me, node), kReduced | b);
-        task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
+        task.steps.push_back(SimStep::compute(mem.copy(bytes)));
         break;
       }
       case GemvTwoShotTask::Gather: {  // the owner's reduced block: copied (on-node) or received
@@ -149,8 +157,7 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         if (relayed && from == me)
           for (int q : mates)
             if (q != me) task.steps.push_back(SimStep::send(q, kReduced | b, bytes, SimPath::Flag));
-        if (topo.on_node(o) || relayed)
-          task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
+        if (topo.on_node(o) || relayed) task.steps.push_back(SimStep::compute(mem.copy(bytes)));
         break;
       }
     }
@@ -168,6 +175,7 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
   for (int i = 1; i < topo.num_nodes; ++i)
     peers_of.push_back((topo.node + i) % topo.num_nodes);
   const std::vector<int>& mine = topo.node_ranks[topo.node];
+  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   // Across nodes the host's final reduces are replayed as the last task.
   rank.slots = fused_wgs(s, topo);
@@ -195,7 +203,7 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         task.label = "node sum";
         for (int r : mine)
           task.steps.push_back(SimStep::await(r, kPartial | b));
-        task.steps.push_back(SimStep::compute(reduce_seconds(p, (mine.size() - 1) * bytes)));
+        task.steps.push_back(SimStep::compute(mem.reduce((mine.size() - 1) * bytes)));
         for (int r : mine)
           task.steps.push_back(SimStep::send(r, kNodeSum | b, bytes, SimPath::Flag));
         send_off(task, b, bytes);
@@ -219,7 +227,7 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
               }
             }
           }
-          task.steps.push_back(SimStep::compute(reduce_seconds(p, (sources - 1) * fbytes)));
+          task.steps.push_back(SimStep::compute(mem.reduce((sources - 1) * fbytes)));
         }
         break;
     }
@@ -259,6 +267,7 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
   const EmbeddingLayout l = embedding_layout(s);
   const EmbeddingFusedRoutes r = embedding_fused_routes(topo, l.grid, s.options.remote_first);
   const ExchangeTasks ids{r.produced.size(), r.arrivals.size(), topo.size, topo.rank, false, 0};
+  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : ids.order()) {
@@ -280,7 +289,7 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
       task.tile = static_cast<long long>(a.flag);
       task.steps.push_back(SimStep::await(a.peer, kBlock | a.flag));
       if (topo.on_node(a.peer))  // copied out of the inbox
-        task.steps.push_back(SimStep::compute(copy_seconds(p, double(a.block.floats()) * kFloat)));
+        task.steps.push_back(SimStep::compute(mem.copy(double(a.block.floats()) * kFloat)));
     }
     rank.tasks.push_back(std::move(task));
   }
@@ -313,6 +322,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
   const std::size_t node_sum_base = reduce_base + g.blocks;
   const bool sums = relays_partials(topo);
   const std::vector<int>& mates = topo.node_ranks[topo.node];
+  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemm_rs_order(topo, g.blocks, s.options.remote_first)) {
@@ -325,7 +335,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
       task.label = "node sum";
       for (int src : mates)
         task.steps.push_back(SimStep::await(src, kNodeSum | (q * g.blocks + i)));
-      task.steps.push_back(SimStep::compute(reduce_seconds(p, double(mates.size() - 1) * bytes)));
+      task.steps.push_back(SimStep::compute(mem.reduce(double(mates.size() - 1) * bytes)));
       task.steps.push_back(SimStep::send(q, kPartial | i, bytes, SimPath::Mpi, true));
     } else if (t >= reduce_base) {
       const std::size_t i = t - reduce_base;
@@ -337,8 +347,8 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
           task.steps.push_back(SimStep::await(src, kPartial | i));
           ++sources;
         }
-      task.steps.push_back(SimStep::compute(
-          reduce_seconds(p, (sources - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
+      task.steps.push_back(
+          SimStep::compute(mem.reduce((sources - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
     } else {
       const int q = static_cast<int>(t / g.blocks);
       const std::size_t i = t % g.blocks;

@@ -44,6 +44,10 @@ TEST(Calibrate, WritesAProfileTheModelReads) {
       for (const model::Sample& s : f->table)
         EXPECT_GT(s.t, 0);
     }
+    // Hot adds: 4 sizes in the L2 (sysfs names one here and on CI's machines: when it does, it
+    // is smaller than the last-level cache).
+    EXPECT_EQ(p.reduce_hot.points, 4);
+    if (p.l2_bytes > 0) EXPECT_LT(p.l2_bytes, p.cache_bytes);
     // A cold bulk copy on the node, when there is an on-node peer: never cheaper than nothing.
     EXPECT_EQ(p.shm.bulk_beta > 0, p.shm.measured);
     EXPECT_GT(p.launch_s, 0);

@@ -488,7 +488,10 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   p.gemv.table = {{16, 256, 1e-6}, {1024, 16384, 2e-5}};
   p.gemv_warm.table = {{16, 256, 5e-7}};
   p.embedding_warm.table = {{8, 512, 4e-7}};
+  p.reduce_hot.c = {0, 1e-11, 0};
+  p.reduce_hot.points = 4;
   p.cache_bytes = 32 << 20;
+  p.l2_bytes = 1 << 20;
   p.shm.bulk_beta = 0.15e-9;
   p.link_bytes_per_s = 0.95e9 / 8;
   save_profile(p, dir + "/sub/p.json");  // creates the directory
@@ -500,7 +503,9 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_EQ(q.shm.bulk_beta, 0.15e-9);
   EXPECT_EQ(q.gemv_warm.table.size(), 1u);
   EXPECT_EQ(q.embedding_warm.table.size(), 1u);
+  EXPECT_EQ(q.reduce_hot.points, 4);
   EXPECT_EQ(q.cache_bytes, 32 << 20);
+  EXPECT_EQ(q.l2_bytes, 1 << 20);
   EXPECT_EQ(q.link_bytes_per_s, 0.95e9 / 8);
   // The simulator's default link is the measured one (else the MPI path's 1 / beta).
   EXPECT_EQ(SimCosts::from(q).net.link_bytes_per_s, 0.95e9 / 8);
@@ -510,7 +515,9 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   old["paths"]["shm"].erase("bulk_beta");
   old["compute"].erase("gemv_warm");
   old["compute"].erase("embedding_warm");
+  old["compute"].erase("reduce_hot");
   old.erase("cache_bytes");
+  old.erase("l2_bytes");
   old["paths"].erase("link_bytes_per_s");
   std::ofstream(dir + "/old.json") << old.dump();
   const Profile o = load_profile(dir + "/old.json");
@@ -518,7 +525,9 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_EQ(o.shm.bulk_beta, 0);
   EXPECT_TRUE(o.gemv_warm.table.empty());
   EXPECT_TRUE(o.embedding_warm.table.empty());
+  EXPECT_EQ(o.reduce_hot.points, 0);
   EXPECT_EQ(o.cache_bytes, 0);
+  EXPECT_EQ(o.l2_bytes, 0);
   EXPECT_EQ(o.link_bytes_per_s, 0);
   EXPECT_EQ(SimCosts::from(o).net.link_bytes_per_s, 1 / o.mpi.beta());
   std::filesystem::remove_all(dir);

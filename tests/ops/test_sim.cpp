@@ -340,6 +340,48 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
   EXPECT_NEAR(run(false), 0.75 * kMs, 1e-9);
 }
 
+// A collective whose input fits in half a core's L2 finds it there (its compute has just written
+// it): the adds cost the hot points and the copies the shm path's ping-pong per byte; none of it
+// from twice the L2 on, half at the L2's size. The setup above (1 MB: 1.75 ms cold) with hot
+// copies at 0.25 ns/B and hot adds at 0.125: 0.4375 ms hot. Before, every on-node collective was
+// charged cold: the one-node sequential GEMV M = 16384 (a 64 KiB AllReduce after its compute) at
+// 1.24-1.25x its measured time.
+TEST(Sim, OnNodeCollectivesFindSmallInputsInTheL2) {
+  Profile p;
+  p.shm.measured = true;
+  p.shm.time.c = {0, 0.25e-9, 0};  // the ping-pong: hot copies
+  p.shm.bulk_beta = 1e-9;          // cold copies
+  p.reduce.c = {0, 0.5e-9, 0};
+  p.reduce_hot.c = {0, 0.125e-9, 0};
+  p.reduce_hot.points = 4;
+  constexpr double kBytes = 1e6;
+  auto run = [&] {
+    std::vector<SimRank> ranks(2);
+    for (int r = 0; r < 2; ++r) {
+      const detail::Topology topo = detail::block_topology(r, 1, 2);
+      std::vector<SimStep> steps;
+      allreduce_steps(steps, topo, kBytes, p, 0);
+      ranks[r].tasks.push_back({steps, "collective"});
+    }
+    return simulate(ranks, 2, bare(0, 1e12)).time;
+  };
+  EXPECT_NEAR(run(), 1.75 * kMs, 1e-9);  // no L2 size (an older profile): cold
+  p.l2_bytes = 2e6;                      // 1 MB fits in half of it: hot
+  EXPECT_DOUBLE_EQ(hot_share(p, kBytes), 1.0);
+  EXPECT_NEAR(run(), 0.4375 * kMs, 1e-9);
+  p.l2_bytes = 1e6;  // the L2's size: half hot
+  EXPECT_DOUBLE_EQ(hot_share(p, kBytes), 0.5);
+  EXPECT_NEAR(run(), (1.75 + 0.4375) / 2 * kMs, 1e-9);
+  p.l2_bytes = 0.5e6;  // twice the L2: cold
+  EXPECT_NEAR(run(), 1.75 * kMs, 1e-9);
+  p.l2_bytes = 2e6;
+  p.reduce_hot.points = 0;  // no hot points (an older profile): cold
+  EXPECT_DOUBLE_EQ(hot_share(p, kBytes), 0.0);
+  const MemCosts cold(p, kBytes);
+  EXPECT_DOUBLE_EQ(cold.copy(kBytes), 1e-3);
+  EXPECT_DOUBLE_EQ(cold.reduce(kBytes), 0.5e-3);
+}
+
 // Shaped pays the device's launch for its first compute and communication kernels, and for every
 // later chunk's communication kernel, which starts when its chunk's compute ends (queued behind
 // an event, it is dispatched then: a worker woken, or taken over). The setup above in two chunks,
