@@ -30,14 +30,10 @@ std::uint64_t piece_key(std::uint64_t key, std::uint64_t k) {
 }
 }  // namespace
 
-double hot_share(const Profile& p, double payload) {
+double hot_share(const Profile& p, double footprint) {
   if (p.l2_bytes <= 0 || p.reduce_hot.points == 0) return 0;
-  if (payload <= 0) return 1;
-  return std::clamp(0.5 * std::log2(2.0 * p.l2_bytes / payload), 0.0, 1.0);
+  return footprint <= p.l2_bytes ? 1.0 : p.l2_bytes / footprint;
 }
-
-MemCosts::MemCosts(const Profile& profile, double payload)
-    : p(profile), hot(hot_share(profile, payload)) {}
 
 double MemCosts::reduce(double bytes) const {
   if (bytes <= 0) return 0;
@@ -73,10 +69,10 @@ void node_exchange(std::vector<SimStep>& steps, const Topology& topo, std::uint6
 }  // namespace
 
 void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
-                     const Profile& p, std::uint64_t base) {
+                     const Profile& p, std::uint64_t base, double hot) {
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
-  const MemCosts mem(p, bytes);
+  const MemCosts mem(p, hot);
   if (nn == 1 && bytes <= DefaultThresholds::allreduce_one_shot_max_for(q)) {
     // one_shot: every rank stages its input, every rank reduces all of them.
     node_exchange(steps, topo, base);
@@ -123,10 +119,10 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
 }
 
 void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
-                          const Profile& p, std::uint64_t base) {
+                          const Profile& p, std::uint64_t base, double hot) {
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
-  const MemCosts mem(p, bytes);
+  const MemCosts mem(p, hot);
   const double node_slice = bytes / q;  // what a local rank sums for its node
   if (q > 1) {
     // Stage the input in the segment (shm: every block but mine; hierarchical: every block),
@@ -157,13 +153,10 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
 
 void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
-                     const Profile& p, std::uint64_t base) {
+                     const Profile& p, std::uint64_t base, double hot) {
   const int n = topo.size, me = topo.rank;
   double received = recv[me];
-  double payload = 0;  // what this rank sends, to itself too
-  for (double b : send)
-    payload += b;
-  const MemCosts mem(p, payload);
+  const MemCosts mem(p, hot);
   for (int i = 1; i < n; ++i) {
     const int q = (me + i) % n;
     if (send[q] <= 0) continue;

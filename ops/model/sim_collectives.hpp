@@ -20,37 +20,45 @@
 namespace tilecomm::model {
 
 /// Appends rank topo.rank's steps of an AllReduce of `bytes` per rank; messages keyed from `base`
-/// (the caller keeps bases of different collectives apart by at least 16).
+/// (the caller keeps bases of different collectives apart by at least 16). `hot`: the share of
+/// the input in the L2 (hot_share), for this and the two collectives below.
 void allreduce_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
-                     const Profile& p, std::uint64_t base);
+                     const Profile& p, std::uint64_t base, double hot = 0);
 /// Appends rank topo.rank's steps of a ReduceScatter of `bytes` per rank (every rank ends with
 /// bytes / p of the sum), ReduceOrder::Canonical: one node: through the segment (read the p - 1
 /// peers' parts of my slice, add); across nodes: hierarchical (a node-local reduce-scatter, then a
 /// direct reduce-scatter of each node slice between the ranks of the same local rank, in messages
 /// of ~256 KiB posted at once and folded one by one as they arrive, as the collective does).
 void reduce_scatter_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
-                          const Profile& p, std::uint64_t base);
+                          const Profile& p, std::uint64_t base, double hot = 0);
 /// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q, `recv[q]` from q,
 /// then a copy of everything received (the operators reshape it into their output).
 void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
-                     const Profile& p, std::uint64_t base);
+                     const Profile& p, std::uint64_t base, double hot = 0);
 
-/// The share of a collective's input, `payload` bytes per rank, still in the L2 of the core that
-/// has just written it (the compute before the collective): all of it up to half the profile's
-/// l2_bytes, none from twice the L2 on, linear in log2 of the payload between (warm_share's rule
-/// on the L2). 0 for a profile without l2_bytes or reduce_hot points (older ones).
-double hot_share(const Profile& p, double payload);
+/// The share of a collective's input still in the L2 of the core whose compute kernel has just
+/// written it: the L2 keeps the last l2_bytes the compute touched, and the input is spread over
+/// all `footprint` bytes the kernel read and wrote (per rank), so min(1, l2_bytes / footprint).
+/// 0 for a profile without l2_bytes or reduce_hot points (older ones).
+double hot_share(const Profile& p, double footprint);
 
 /// Costs of the simple CPU work a collective's step does, adding or copying `bytes` of floats:
-/// hot_share(payload) of it at the hot points (reduce_hot; a copy at the shm path's ping-pong per
-/// byte), the rest at the cold ones (reduce; a copy at the path's beta(), the bulk copy's).
+/// the `hot` share (hot_share) at the hot points (reduce_hot; a copy at the shm path's ping-pong
+/// per byte), the rest at the cold ones (reduce; a copy at the path's beta(), the bulk copy's).
 struct MemCosts {
-  MemCosts(const Profile& p, double payload);
+  explicit MemCosts(const Profile& p, double hot = 0) : p(p), hot(hot) {}
   double reduce(double bytes) const;
   double copy(double bytes) const;
   const Profile& p;
   double hot = 0;
 };
+/// The cold costs (MemCosts with no hot share): the fused tiles' adds and copies.
+inline double reduce_seconds(const Profile& p, double bytes) {
+  return MemCosts(p).reduce(bytes);
+}
+inline double copy_seconds(const Profile& p, double bytes) {
+  return MemCosts(p).copy(bytes);
+}
 
 }  // namespace tilecomm::model

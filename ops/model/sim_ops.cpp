@@ -35,11 +35,12 @@ double kernel_launch_s(const Profile& p, std::size_t wgs, int slots) {
   return wgs > 1 && slots > 1 && p.launch_grid_s > 0 ? p.launch_grid_s : p.launch_s;
 }
 
-// The collective's input per rank (GEMV's y, GemmReduceScatter's C, the embedding send buffer).
-double payload_bytes(const SimSetup& s) {
-  const OpShape& sh = s.shape;
-  const double per_row = sh.op == OpKind::EmbeddingAllToAll ? double(sh.tables * sh.n) : sh.n;
-  return double(sh.m) * per_row * kFloat;
+// Bytes the compute kernel reads and writes per rank: GEMV's (GemmReduceScatter's) W, x (A), y
+// (C); the embedding rows looked up and the pooled send buffer.
+double compute_footprint(const SimSetup& s) {
+  const double m = double(s.shape.m), k = double(s.shape.k), n = double(s.shape.n);
+  if (s.shape.op != OpKind::EmbeddingAllToAll) return (m * k + k * n + m * n) * kFloat;
+  return m * double(s.shape.tables) * double(s.shape.pool + 1) * n * kFloat;
 }
 
 double cores_of(const SimSetup& s) {
@@ -103,7 +104,6 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
   const int me = topo.rank;
   const bool sums = relays_partials(topo);
   const std::vector<int>& mates = topo.node_ranks[topo.node];
-  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemv_two_shot_order(topo, g, s.options.remote_first)) {
@@ -130,7 +130,7 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         task.label = "node sum";
         for (int src : mates)
           task.steps.push_back(SimStep::await(src, kNodeSum | b));
-        task.steps.push_back(SimStep::compute(mem.reduce(double(mates.size() - 1) * bytes)));
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, double(mates.size() - 1) * bytes)));
         to(o, kPartial | b);
         break;
       case GemvTwoShotTask::Reduce: {  // this node's partials and a node sum per other node
@@ -141,12 +141,12 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
             task.steps.push_back(SimStep::await(src, kPartial | b));
             ++sources;
           }
-        task.steps.push_back(SimStep::compute(mem.reduce((sources - 1) * bytes)));
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, (sources - 1) * bytes)));
         for (int q : mates)  // flagged on-node, sent to one rank per other node
           if (q != me) to(q, kReduced | b);
         for (int node = 0; node < topo.num_nodes; ++node)
           if (node != topo.node) to(node_relay(topo, me, node), kReduced | b);
-        task.steps.push_back(SimStep::compute(mem.copy(bytes)));
+        task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
         break;
       }
       case GemvTwoShotTask::Gather: {  // the owner's reduced block: copied (on-node) or received
@@ -157,7 +157,8 @@ SimRank gemv_two_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         if (relayed && from == me)
           for (int q : mates)
             if (q != me) task.steps.push_back(SimStep::send(q, kReduced | b, bytes, SimPath::Flag));
-        if (topo.on_node(o) || relayed) task.steps.push_back(SimStep::compute(mem.copy(bytes)));
+        if (topo.on_node(o) || relayed)
+          task.steps.push_back(SimStep::compute(copy_seconds(p, bytes)));
         break;
       }
     }
@@ -175,7 +176,6 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
   for (int i = 1; i < topo.num_nodes; ++i)
     peers_of.push_back((topo.node + i) % topo.num_nodes);
   const std::vector<int>& mine = topo.node_ranks[topo.node];
-  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   // Across nodes the host's final reduces are replayed as the last task.
   rank.slots = fused_wgs(s, topo);
@@ -203,7 +203,7 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
         task.label = "node sum";
         for (int r : mine)
           task.steps.push_back(SimStep::await(r, kPartial | b));
-        task.steps.push_back(SimStep::compute(mem.reduce((mine.size() - 1) * bytes)));
+        task.steps.push_back(SimStep::compute(reduce_seconds(p, (mine.size() - 1) * bytes)));
         for (int r : mine)
           task.steps.push_back(SimStep::send(r, kNodeSum | b, bytes, SimPath::Flag));
         send_off(task, b, bytes);
@@ -227,7 +227,7 @@ SimRank gemv_one_shot(const Profile& p, const SimSetup& s, const Topology& topo)
               }
             }
           }
-          task.steps.push_back(SimStep::compute(mem.reduce((sources - 1) * fbytes)));
+          task.steps.push_back(SimStep::compute(reduce_seconds(p, (sources - 1) * fbytes)));
         }
         break;
     }
@@ -267,7 +267,6 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
   const EmbeddingLayout l = embedding_layout(s);
   const EmbeddingFusedRoutes r = embedding_fused_routes(topo, l.grid, s.options.remote_first);
   const ExchangeTasks ids{r.produced.size(), r.arrivals.size(), topo.size, topo.rank, false, 0};
-  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : ids.order()) {
@@ -289,7 +288,7 @@ SimRank embedding_fused(const Profile& p, const SimSetup& s, const Topology& top
       task.tile = static_cast<long long>(a.flag);
       task.steps.push_back(SimStep::await(a.peer, kBlock | a.flag));
       if (topo.on_node(a.peer))  // copied out of the inbox
-        task.steps.push_back(SimStep::compute(mem.copy(double(a.block.floats()) * kFloat)));
+        task.steps.push_back(SimStep::compute(copy_seconds(p, double(a.block.floats()) * kFloat)));
     }
     rank.tasks.push_back(std::move(task));
   }
@@ -322,7 +321,6 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
   const std::size_t node_sum_base = reduce_base + g.blocks;
   const bool sums = relays_partials(topo);
   const std::vector<int>& mates = topo.node_ranks[topo.node];
-  const MemCosts mem(p, payload_bytes(s));
   SimRank rank;
   rank.slots = fused_wgs(s, topo);
   for (std::size_t t : gemm_rs_order(topo, g.blocks, s.options.remote_first)) {
@@ -335,7 +333,7 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
       task.label = "node sum";
       for (int src : mates)
         task.steps.push_back(SimStep::await(src, kNodeSum | (q * g.blocks + i)));
-      task.steps.push_back(SimStep::compute(mem.reduce(double(mates.size() - 1) * bytes)));
+      task.steps.push_back(SimStep::compute(reduce_seconds(p, double(mates.size() - 1) * bytes)));
       task.steps.push_back(SimStep::send(q, kPartial | i, bytes, SimPath::Mpi, true));
     } else if (t >= reduce_base) {
       const std::size_t i = t - reduce_base;
@@ -347,8 +345,8 @@ SimRank gemm_rs_fused(const Profile& p, const SimSetup& s, const Topology& topo)
           task.steps.push_back(SimStep::await(src, kPartial | i));
           ++sources;
         }
-      task.steps.push_back(
-          SimStep::compute(mem.reduce((sources - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
+      task.steps.push_back(SimStep::compute(
+          reduce_seconds(p, (sources - 1) * double(g.rows(i)) * s.shape.n * kFloat)));
     } else {
       const int q = static_cast<int>(t / g.blocks);
       const std::size_t i = t % g.blocks;
@@ -402,22 +400,24 @@ std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topol
   return tiles;
 }
 
-// Rank topo.rank's collective of chunk c of nc.
+// Rank topo.rank's collective of chunk c of nc, its input as hot as the chunk's compute left it
+// (the fused tiles' adds stay cold: one node's GEMV M 262144 fused measures 0.78-0.86x cold).
 std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const Topology& topo,
                                       std::size_t c, std::size_t nc, std::uint64_t base) {
   std::vector<SimStep> steps;
+  const double hot = hot_share(p, compute_footprint(s) / double(nc));
   if (s.shape.op == OpKind::GemvAllReduce) {
     const GemvBlocks g = gemv_blocks(s);
     const std::size_t b0 = split_begin(g.blocks, nc, c), b1 = split_begin(g.blocks, nc, c + 1);
     const double bytes = double(g.elem0(b1) - g.elem0(b0)) * kFloat;
-    allreduce_steps(steps, topo, bytes, p, base);
+    allreduce_steps(steps, topo, bytes, p, base, hot);
     return steps;
   }
   if (s.shape.op == OpKind::GemmReduceScatter) {
     const GemmRsBlocks g = gemm_rs_blocks(s);
     const double rows =
         double(split_begin(g.rows_local, nc, c + 1) - split_begin(g.rows_local, nc, c));
-    reduce_scatter_steps(steps, topo, rows * topo.size * s.shape.n * kFloat, p, base);
+    reduce_scatter_steps(steps, topo, rows * topo.size * s.shape.n * kFloat, p, base, hot);
     return steps;
   }
   const EmbeddingLayout l = embedding_layout(s);
@@ -431,7 +431,7 @@ std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const
     recv[q] = double(split_begin(mine, nc, c + 1) - split_begin(mine, nc, c)) * s.shape.tables *
               s.shape.n * kFloat;
   }
-  alltoallv_steps(steps, topo, send, recv, p, base);
+  alltoallv_steps(steps, topo, send, recv, p, base, hot);
   return steps;
 }
 

@@ -340,13 +340,13 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
   EXPECT_NEAR(run(false), 0.75 * kMs, 1e-9);
 }
 
-// A collective whose input fits in half a core's L2 finds it there (its compute has just written
-// it): the adds cost the hot points and the copies the shm path's ping-pong per byte; none of it
-// from twice the L2 on, half at the L2's size. The setup above (1 MB: 1.75 ms cold) with hot
-// copies at 0.25 ns/B and hot adds at 0.125: 0.4375 ms hot. Before, every on-node collective was
-// charged cold: the one-node sequential GEMV M = 16384 (a 64 KiB AllReduce after its compute) at
-// 1.24-1.25x its measured time.
-TEST(Sim, OnNodeCollectivesFindSmallInputsInTheL2) {
+// The collective after a compute kernel finds its input in the L2 as far as the kernel's
+// footprint leaves it there (hot_share: the L2 keeps the last l2_bytes touched): its adds cost the
+// hot points and its copies the shm path's ping-pong per byte. The setup above (1 MB: 1.75 ms
+// cold) with hot copies at 0.25 ns/B and hot adds at 0.125: 0.4375 ms hot. Before, every on-node
+// collective was charged cold: the one-node sequential GEMV M = 16384 (a 64 KiB AllReduce after a
+// compute over 1 MiB of W) at 1.24-1.25x its measured time.
+TEST(Sim, OnNodeCollectivesFindWhatTheComputeLeftInTheL2) {
   Profile p;
   p.shm.measured = true;
   p.shm.time.c = {0, 0.25e-9, 0};  // the ping-pong: hot copies
@@ -354,32 +354,39 @@ TEST(Sim, OnNodeCollectivesFindSmallInputsInTheL2) {
   p.reduce.c = {0, 0.5e-9, 0};
   p.reduce_hot.c = {0, 0.125e-9, 0};
   p.reduce_hot.points = 4;
+  p.l2_bytes = 1e6;
+  EXPECT_DOUBLE_EQ(hot_share(p, 0.5e6), 1.0);  // the whole footprint fits
+  EXPECT_DOUBLE_EQ(hot_share(p, 4e6), 0.25);   // the last quarter of it
   constexpr double kBytes = 1e6;
-  auto run = [&] {
+  auto run = [&](double hot) {
     std::vector<SimRank> ranks(2);
     for (int r = 0; r < 2; ++r) {
       const detail::Topology topo = detail::block_topology(r, 1, 2);
       std::vector<SimStep> steps;
-      allreduce_steps(steps, topo, kBytes, p, 0);
+      allreduce_steps(steps, topo, kBytes, p, 0, hot);
       ranks[r].tasks.push_back({steps, "collective"});
     }
     return simulate(ranks, 2, bare(0, 1e12)).time;
   };
-  EXPECT_NEAR(run(), 1.75 * kMs, 1e-9);  // no L2 size (an older profile): cold
-  p.l2_bytes = 2e6;                      // 1 MB fits in half of it: hot
-  EXPECT_DOUBLE_EQ(hot_share(p, kBytes), 1.0);
-  EXPECT_NEAR(run(), 0.4375 * kMs, 1e-9);
-  p.l2_bytes = 1e6;  // the L2's size: half hot
-  EXPECT_DOUBLE_EQ(hot_share(p, kBytes), 0.5);
-  EXPECT_NEAR(run(), (1.75 + 0.4375) / 2 * kMs, 1e-9);
-  p.l2_bytes = 0.5e6;  // twice the L2: cold
-  EXPECT_NEAR(run(), 1.75 * kMs, 1e-9);
-  p.l2_bytes = 2e6;
-  p.reduce_hot.points = 0;  // no hot points (an older profile): cold
-  EXPECT_DOUBLE_EQ(hot_share(p, kBytes), 0.0);
-  const MemCosts cold(p, kBytes);
-  EXPECT_DOUBLE_EQ(cold.copy(kBytes), 1e-3);
-  EXPECT_DOUBLE_EQ(cold.reduce(kBytes), 0.5e-3);
+  EXPECT_NEAR(run(0), 1.75 * kMs, 1e-9);
+  EXPECT_NEAR(run(1), 0.4375 * kMs, 1e-9);
+  EXPECT_NEAR(run(0.25), (0.25 * 0.4375 + 0.75 * 1.75) * kMs, 1e-9);
+  // The sequential call passes its compute's footprint: GEMV M = 64, K = 8 per rank (2 KiB of W,
+  // 256 B of y, 32 B of x) fits the L2, so its 256 B AllReduce is hot; with no hot points (an
+  // older profile) or no L2 size, cold.
+  SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 1, 2);
+  const SimCosts c = bare(0, 1e12);
+  const double hot_call = simulate_modes(p, s, c).sequential;
+  p.reduce_hot.points = 0;
+  EXPECT_DOUBLE_EQ(hot_share(p, 0.5e6), 0.0);
+  const double cold_call = simulate_modes(p, s, c).sequential;
+  const MemCosts cold(p), hot(p, 1);
+  const double one_shot = 256.0;  // q - 1 = 1 peer's 256 B staged and added
+  EXPECT_NEAR(
+      cold_call - hot_call,
+      cold.copy(one_shot) + cold.reduce(one_shot) - hot.copy(one_shot) - hot.reduce(one_shot),
+      1e-12);
+  EXPECT_GT(cold_call, hot_call);
 }
 
 // Shaped pays the device's launch for its first compute and communication kernels, and for every
