@@ -49,10 +49,11 @@ double MemCosts::copy(double bytes) const {
   // A copy streams memory as a reduction does: the segment's per-byte cost when the profile
   // measured it, else the reduction's (a profile made with one rank per node has no shm path,
   // and borrowing the MPI path's beta would charge a network's rate for a memcpy).
+  // The ping-pong's per-byte cost (its buffers hot) for the hot share.
   const bool shm = p.shm.measured && p.shm.beta() > 0;
-  const double cold = shm ? p.shm.beta() : p.reduce.c[1];
-  const double warm = shm && p.shm.time.c[1] > 0 ? p.shm.time.c[1] : cold;
-  const double beta = hot * warm + (1 - hot) * cold;
+  const double cold_beta = shm ? p.shm.beta() : p.reduce.c[1];
+  const double hot_beta = shm && p.shm.time.c[1] > 0 ? p.shm.time.c[1] : cold_beta;
+  const double beta = hot * hot_beta + (1 - hot) * cold_beta;
   return beta > 0 ? beta * bytes : 0;
 }
 

@@ -47,7 +47,7 @@ double hot_share(const Profile& p, double footprint);
 /// the `hot` share (hot_share) at the hot points (reduce_hot; a copy at the shm path's ping-pong
 /// per byte), the rest at the cold ones (reduce; a copy at the path's beta(), the bulk copy's).
 struct MemCosts {
-  explicit MemCosts(const Profile& p, double hot = 0) : p(p), hot(hot) {}
+  explicit MemCosts(const Profile& profile, double share = 0) : p(profile), hot(share) {}
   double reduce(double bytes) const;
   double copy(double bytes) const;
   const Profile& p;

@@ -373,7 +373,7 @@ TEST(Sim, OnNodeCollectivesFindWhatTheComputeLeftInTheL2) {
   EXPECT_NEAR(run(0.25), (0.25 * 0.4375 + 0.75 * 1.75) * kMs, 1e-9);
   // The sequential call passes its compute's footprint: GEMV M = 64, K = 8 per rank (2 KiB of W,
   // 256 B of y, 32 B of x) fits the L2, so its 256 B AllReduce is hot; with no hot points (an
-  // older profile) or no L2 size, cold.
+  // older profile), cold.
   SimSetup s = one_slot({OpKind::GemvAllReduce, 64, 8, 1, 1, 1, 16}, 1, 2);
   const SimCosts c = bare(0, 1e12);
   const double hot_call = simulate_modes(p, s, c).sequential;
