@@ -196,28 +196,17 @@ std::pair<float*, float*> cold_pair(std::vector<float>& big, std::size_t floats,
   return {big.data() + off, big.data() + half + off};
 }
 
-Points calibrate_reduce(std::vector<float>& big, const Sync& sync) {
+// Adds as above (cold), or `hot`: on 4-256 KiB arrays the L2 holds (the start of `big`'s two
+// halves, added again and again), a collective's input the compute before it has just written
+// (MemCosts).
+Points calibrate_reduce(std::vector<float>& big, const Sync& sync, bool hot) {
   Points pts;
-  for (std::size_t n : {1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20}) {
+  const std::vector<std::size_t> sizes =
+      hot ? std::vector<std::size_t>{1 << 10, 1 << 12, 1 << 14, 1 << 16}
+          : std::vector<std::size_t>{1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20};
+  for (std::size_t n : sizes) {
     auto add = [&](int r) {
-      const auto [x, y] = cold_pair(big, n, r);
-      for (std::size_t i = 0; i < n; ++i)
-        y[i] += x[i];
-    };
-    const int reps = reps_for(add);
-    sync();
-    pts.add(double(n * sizeof(float)), 0, time_median(reps, add));
-  }
-  return pts;
-}
-
-// The same adds on arrays the L2 holds (4-256 KiB each, added again and again): a collective's
-// input that the compute before it has just written (MemCosts).
-Points calibrate_reduce_hot(const Sync& sync) {
-  Points pts;
-  std::vector<float> x(1 << 16, 0.5f), y(1 << 16, 0.25f);
-  for (std::size_t n : {1 << 10, 1 << 12, 1 << 14, 1 << 16}) {
-    auto add = [&](int) {
+      const auto [x, y] = cold_pair(big, n, hot ? 0 : r);
       for (std::size_t i = 0; i < n; ++i)
         y[i] += x[i];
     };
@@ -284,8 +273,8 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
     p.embedding = calibrate_embedding(big, sync, false).compute_fit(comm);
     p.embedding_warm = calibrate_embedding(big, sync, true).compute_fit(comm);
     p.gemm = calibrate_gemm(big, sync).compute_fit(comm);
-    p.reduce = calibrate_reduce(big, sync).slowest(comm).fit(2);
-    p.reduce_hot = calibrate_reduce_hot(sync).slowest(comm).fit(2);
+    p.reduce = calibrate_reduce(big, sync, false).slowest(comm).fit(2);
+    p.reduce_hot = calibrate_reduce(big, sync, true).slowest(comm).fit(2);
     bulk_beta = calibrate_bulk_copy(comm, big, sync);
   }
   barrier(comm);

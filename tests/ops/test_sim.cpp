@@ -311,6 +311,22 @@ TEST(Sim, AllReduceBetweenTwoNodesTakesOneRoundUpTo256KiB) {
   run(3, 48 * kKiB, 2 * (2 + 2) + 1);
 }
 
+// Two ranks of one node run an AllReduce (else a ReduceScatter) of `bytes` per rank, its input
+// `hot` (hot_share); the time the simulator gives it.
+double on_node_collective(const Profile& p, double bytes, bool allreduce, double hot = 0) {
+  std::vector<SimRank> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    const detail::Topology topo = detail::block_topology(r, 1, 2);
+    std::vector<SimStep> steps;
+    if (allreduce)
+      allreduce_steps(steps, topo, bytes, p, 0, hot);
+    else
+      reduce_scatter_steps(steps, topo, bytes, p, 0, hot);
+    ranks[r].tasks.push_back({steps, "collective"});
+  }
+  return simulate(ranks, 2, bare(0, 1e12)).time;
+}
+
 // The on-node collectives as the simulator replays them, two ranks on one node, 1 MB: copies at
 // 1 ns/B, adds at 0.5 ns/B. AllReduce two_shot stages all but its own half in the segment (0.5 ms),
 // adds the peer's copy of its half (0.25 ms), then copies both reduced halves into its output
@@ -322,22 +338,8 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
   p.shm.measured = true;
   p.shm.time.c = {0, 1e-9, 0};
   p.reduce.c = {0, 0.5e-9, 0};
-  constexpr double kBytes = 1e6;
-  auto run = [&](bool allreduce) {
-    std::vector<SimRank> ranks(2);
-    for (int r = 0; r < 2; ++r) {
-      const detail::Topology topo = detail::block_topology(r, 1, 2);
-      std::vector<SimStep> steps;
-      if (allreduce)
-        allreduce_steps(steps, topo, kBytes, p, 0);
-      else
-        reduce_scatter_steps(steps, topo, kBytes, p, 0);
-      ranks[r].tasks.push_back({steps, "collective"});
-    }
-    return simulate(ranks, 2, bare(0, 1e12)).time;
-  };
-  EXPECT_NEAR(run(true), 1.75 * kMs, 1e-9);
-  EXPECT_NEAR(run(false), 0.75 * kMs, 1e-9);
+  EXPECT_NEAR(on_node_collective(p, 1e6, true), 1.75 * kMs, 1e-9);
+  EXPECT_NEAR(on_node_collective(p, 1e6, false), 0.75 * kMs, 1e-9);
 }
 
 // The collective after a compute kernel finds its input in the L2 as far as the kernel's
@@ -357,17 +359,7 @@ TEST(Sim, OnNodeCollectivesFindWhatTheComputeLeftInTheL2) {
   p.l2_bytes = 1e6;
   EXPECT_DOUBLE_EQ(hot_share(p, 0.5e6), 1.0);  // the whole footprint fits
   EXPECT_DOUBLE_EQ(hot_share(p, 4e6), 0.25);   // the last quarter of it
-  constexpr double kBytes = 1e6;
-  auto run = [&](double hot) {
-    std::vector<SimRank> ranks(2);
-    for (int r = 0; r < 2; ++r) {
-      const detail::Topology topo = detail::block_topology(r, 1, 2);
-      std::vector<SimStep> steps;
-      allreduce_steps(steps, topo, kBytes, p, 0, hot);
-      ranks[r].tasks.push_back({steps, "collective"});
-    }
-    return simulate(ranks, 2, bare(0, 1e12)).time;
-  };
+  auto run = [&](double hot) { return on_node_collective(p, 1e6, true, hot); };
   EXPECT_NEAR(run(0), 1.75 * kMs, 1e-9);
   EXPECT_NEAR(run(1), 0.4375 * kMs, 1e-9);
   EXPECT_NEAR(run(0.25), (0.25 * 0.4375 + 0.75 * 1.75) * kMs, 1e-9);
