@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Measured (tools/sim_validate.sh) against tilecomm_sim's prediction, as a markdown table.
 
-Each setting's profile is the one tilecomm_calibrate made in that setting; the link rate is the
+Each row's profile is the one tilecomm_calibrate made right before its run (sim_validate.sh's
+CALIBRATE=each; grids before 2026-11-29's twentieth session: the setting's one); the link rate is the
 emulated cluster's tc rate, or the rate the profile measured under load when lower, and each NIC
 direction a token bucket of the tc burst (--burst); fused_perf repeats each call on the same
 weights (--repeated-call), each timed call after 10 ms of its own kind, as the simulator's loop
@@ -94,8 +95,12 @@ def main():
     rows = []
     computes = []  # (setting, op, predicted / measured compute kernel): the profile's share
 
-    def predict(op, size, s, grid):
-        profile = os.path.join(grid, f"profile_{s}.json")
+    def predict(op, size, s, grid, name):
+        # The profile made right before this row's run (sim_validate.sh CALIBRATE=each), else the
+        # setting's.
+        profile = os.path.join(grid, f"profile_{name}.json")
+        if not os.path.exists(profile):
+            profile = os.path.join(grid, f"profile_{s}.json")
         args, label = setting_args(s, a.cores, a.burst, profile, a.gap)
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
@@ -117,7 +122,7 @@ def main():
         size = re.match(r"\w+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded to ranks)
         preds = []
         for g in grids if a.profiles == "each" else grids[:1]:
-            label, pred = predict(op, size, s, g)
+            label, pred = predict(op, size, s, g, name)
             preds.append(pred)
         if a.profiles == "each":  # a ratio per grid, from its own profile
             cratio = median(p["compute"] / r["compute_us"] for p, r in zip(preds, runs))

@@ -14,6 +14,11 @@
 # calls add up to that many ms (fused_perf --min-timed-ms): the 35-100 us calls of GEMV M=16384
 # get about 300 rounds, not 10; rows of 1 ms and more keep ITERS. (That fixes the median within a
 # run; on one node the row still moves between runs, 47-87 us sequential on 2026-11-28.)
+# CALIBRATE=each (default) calibrates again right before every op's run (profile_<op>_<size>_<s>
+# .json, which sim_compare.py then predicts that row from), so that both see the VM in one state:
+# this VM flips between two states that last tens of seconds, in which the memory-bound kernels
+# run 10-40 % apart (docs/model.md, "Twentieth session"); CALIBRATE=setting: one profile per
+# setting (profile_<s>.json), as every grid until 2026-11-29's twentieth session.
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
@@ -22,6 +27,8 @@ iters=${ITERS:-10}
 lead_in_ms=${LEAD_IN_MS:-10}
 min_timed_ms=${MIN_TIMED_MS:-10}
 settings=${SETTINGS:-"shm 2n1g 2n5g 3n1g 4n1g 2n2g"}
+calibrate=${CALIBRATE:-each}
+case $calibrate in each | setting) ;; *) echo "CALIBRATE=$calibrate: want each or setting" >&2; exit 2 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,6 +63,11 @@ for s in $settings; do
   for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
     "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec
+    if [ "$calibrate" = each ]; then
+      unset TILECOMM_PROFILE
+      run "$s" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_${1}_${2}_$s.json"
+      export TILECOMM_PROFILE="$out/profile_${1}_${2}_$s.json"
+    fi
     run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
       --lead-in-ms "$lead_in_ms" --min-timed-ms "$min_timed_ms" --json "$out/${1}_${2}_$s.json"
   done
