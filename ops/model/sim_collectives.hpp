@@ -9,7 +9,9 @@
 //    then a node-local all-gather).
 //  - ReduceScatter, ReduceOrder::Canonical (GemmReduceScatter): reduce_scatter_steps.
 //  - All-to-Allv: on one node the segment (each rank copies its blocks into the peers'), across
-//    nodes MPI_Alltoallv as linear Isend/Irecv to every peer (Open MPI's basic linear).
+//    nodes alltoallv(pairwise) (step k: to rank + k, from rank - k, in eager pieces), replayed as
+//    every send posted at once (the sender's egress FIFO serialises them alike) and the receives
+//    awaited in step order.
 #include <cstdint>
 #include <vector>
 
