@@ -14,11 +14,12 @@
 # calls add up to that many ms (fused_perf --min-timed-ms): the 35-100 us calls of GEMV M=16384
 # get about 300 rounds, not 10; rows of 1 ms and more keep ITERS. (That fixes the median within a
 # run; on one node the row still moves between runs, 47-87 us sequential on 2026-11-28.)
-# CALIBRATE=each (default) calibrates again right before every op's run (profile_<op>_<size>_<s>
-# .json, which sim_compare.py then predicts that row from), so that both see the VM in one state:
-# this VM flips between two states that last tens of seconds, in which the memory-bound kernels
-# run 10-40 % apart (docs/model.md, "Twentieth session"); CALIBRATE=setting: one profile per
-# setting (profile_<s>.json), as every grid until 2026-11-29's twentieth session.
+# CALIBRATE=each (default) calibrates right before every op's run, not once per setting
+# (profile_<op>_<size>_<s>.json, which sim_compare.py then predicts that row from), so that both
+# see the VM in one state: this VM flips between two states that last tens of seconds, in which
+# the memory-bound kernels run 10-40 % apart (docs/model.md, "Twentieth session"). The twentieth
+# session's grids also made the setting's profile first, unused. CALIBRATE=setting: one profile
+# per setting (profile_<s>.json), as every grid until 2026-11-29's twentieth session.
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
@@ -56,17 +57,18 @@ run() {  # setting, program and arguments (TILECOMM_PROFILE, when set, forwarded
 for s in $settings; do
   echo "== $s  $(uptime)"
   unset TILECOMM_PROFILE
-  run "$s" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_$s.json"
-  # The ops cut their tiles for the setting's profile (GemvAllReduce's one-shot blocks across
-  # nodes), as the simulator plans them from it.
-  export TILECOMM_PROFILE="$out/profile_$s.json"
   for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
     "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec
-    if [ "$calibrate" = each ]; then
+    # The row's profile (each), or the setting's, made before the setting's first row. The ops cut
+    # their tiles for it (GemvAllReduce's one-shot blocks across nodes), as the simulator plans
+    # them from it.
+    if [ "$calibrate" = each ] || [ -z "${TILECOMM_PROFILE:-}" ]; then
+      profile="$out/profile_$s.json"
+      if [ "$calibrate" = each ]; then profile="$out/profile_${1}_${2}_$s.json"; fi
       unset TILECOMM_PROFILE
-      run "$s" "$build/tools/tilecomm_calibrate" -q -o "$out/profile_${1}_${2}_$s.json"
-      export TILECOMM_PROFILE="$out/profile_${1}_${2}_$s.json"
+      run "$s" "$build/tools/tilecomm_calibrate" -q -o "$profile"
+      export TILECOMM_PROFILE="$profile"
     fi
     run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
       --lead-in-ms "$lead_in_ms" --min-timed-ms "$min_timed_ms" --json "$out/${1}_${2}_$s.json"
