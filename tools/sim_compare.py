@@ -76,7 +76,8 @@ def main():
     ap.add_argument("--cores", type=float, default=2, help="cores of the machine the runs shared")
     ap.add_argument("--burst", type=int, default=-1,
                     help="bytes of the emulated links' tbf token buckets, as sim_validate.sh's "
-                         "BURST (default: cluster.sh's, 2 ms of the rate, at least 64 KiB; "
+                         "BURST (default: each setting's link_<s>.json, which sim_validate.sh "
+                         "writes, else cluster.sh's default, 2 ms of the rate, at least 64 KiB; "
                          "0: simulate the links at their rate, without buckets)")
     ap.add_argument("--gap", type=float, default=2,
                     help="idle time between the simulated loop's calls, in the profile's "
@@ -95,13 +96,22 @@ def main():
     rows = []
     computes = []  # (setting, op, predicted / measured compute kernel): the profile's share
 
+    def grid_burst(grid, s):
+        # --burst, else the setting's links as sim_validate.sh made them (link_<s>.json: empty is
+        # cluster.sh's default), else cluster.sh's default.
+        link = os.path.join(grid, f"link_{s}.json")
+        if a.burst >= 0 or not os.path.exists(link):
+            return a.burst
+        burst = json.load(open(link)).get("burst")
+        return int(burst) if burst else -1
+
     def predict(op, size, s, grid, name):
         # The profile made right before this row's run (sim_validate.sh CALIBRATE=each), else the
         # setting's.
         profile = os.path.join(grid, f"profile_{name}.json")
         if not os.path.exists(profile):
             profile = os.path.join(grid, f"profile_{s}.json")
-        args, label = setting_args(s, a.cores, a.burst, profile, a.gap)
+        args, label = setting_args(s, a.cores, grid_burst(grid, s), profile, a.gap)
         out = subprocess.run(
             [os.path.join(a.build, "tools", "tilecomm_sim"), "--op", op, "--shape",
              SHAPES[op].format(size), "--cus", "1", "--slots", "2", "--profile", profile,

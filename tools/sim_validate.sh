@@ -6,9 +6,14 @@
 # (M=262144: two-shot on one node and beyond two nodes, one-shot on two; M=16384: one-shot),
 # EmbeddingAllToAll (batch 4096 and 1024) and GemmReduceScatter (M=2048 and 512, K=256, N=1024).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
-# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each). BURST=BYTES sets the
-# emulated links' tbf burst (default: cluster.sh's, 2 ms of the rate; give sim_compare.py the same
-# --burst, which its simulated links' token buckets then hold). SHM_BIND=core binds the
+# nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each).
+# LINK=tbf (default) keeps cluster.sh's default bucket, 2 ms of the rate, which an idle link
+# saves up and a transfer then spends at once. LINK=nic (tried in the twenty-first session,
+# 2026-11-29) emulates links up to 1 Gbit/s without a bucket to speak of, as a NIC has: tbf bursts
+# of 64 KiB with the veths' packets cut to 32 KiB (cluster.sh --burst 65536 --gso 32768); faster
+# links keep the default bucket (bench/results/nic_link_2026-11-29). BURST=BYTES and GSO=BYTES set
+# every link directly. link_<s>.json records each setting's, and sim_compare.py's simulated links'
+# token buckets hold that burst. SHM_BIND=core binds the
 # one-node ranks to a core each (Open MPI's own default at np 2; default: none, as the README's
 # benchmarks run). MIN_TIMED_MS (default 10) takes timed rounds beyond ITERS until the compute-only
 # calls add up to that many ms (fused_perf --min-timed-ms): the 35-100 us calls of GEMV M=16384
@@ -29,6 +34,8 @@ lead_in_ms=${LEAD_IN_MS:-10}
 min_timed_ms=${MIN_TIMED_MS:-10}
 settings=${SETTINGS:-"shm 2n1g 2n5g 3n1g 4n1g 2n2g"}
 calibrate=${CALIBRATE:-each}
+link=${LINK:-tbf}
+case $link in nic | tbf) ;; *) echo "LINK=$link: want nic or tbf" >&2; exit 2 ;; esac
 case $calibrate in each | setting) ;; *) echo "CALIBRATE=$calibrate: want each or setting" >&2; exit 2 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
@@ -48,8 +55,15 @@ run() {  # setting, program and arguments (TILECOMM_PROFILE, when set, forwarded
       rate=${rest%%g*}gbit
       rpn=1
       case $rest in *x*) rpn=${rest#*x} ;; esac
+      burst=${BURST:-} gso=${GSO:-}
+      if [ "$link" = nic ] && [ "${rest%%g*}" -le 1 ]; then
+        burst=${burst:-65536} gso=${gso:-32768}
+      fi
+      # The setting's links, for sim_compare.py (empty: cluster.sh's default).
+      printf '{"burst": "%s", "gso": "%s"}\n' "$burst" "$gso" >"$out/link_$s.json"
       "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node "$rpn" --rate "$rate" \
-        ${BURST:+--burst "$BURST"} ${TILECOMM_PROFILE:+--env TILECOMM_PROFILE} --timeout 900 -- "$@"
+        ${burst:+--burst "$burst"} ${gso:+--gso "$gso"} \
+        ${TILECOMM_PROFILE:+--env TILECOMM_PROFILE} --timeout 900 -- "$@"
       ;;
   esac
 }

@@ -34,6 +34,9 @@ Options:
   --rate RATE            tc rate of every link, each direction, e.g. 1gbit, 5gbit, 500mbit, 100mbps;
                          'none' leaves the links unshaped (default 1gbit)
   --burst BYTES          tbf burst in bytes (default: 2 ms worth of RATE, at least 64 KiB)
+  --gso BYTES            largest packet the veths build (their gso_max_size; default: the
+                         kernel's, 64 KiB). tbf needs a burst of at least one packet, so a small
+                         --burst (a link without a bucket, as a NIC) needs a small --gso
   --subnet A.B.C.0/24    private /24 for the node addresses (default 10.213.<pid%250>.0/24);
                          node k gets A.B.C.(k+1)
   --stagger SECONDS      delay between remote daemon starts (default 0.4)
@@ -69,6 +72,7 @@ NODES=2
 RPN=1
 RATE=1gbit
 BURST=
+GSO=
 SUBNET=
 STAGGER=0.4
 CPUS_MODE=
@@ -92,6 +96,8 @@ while [[ $# -gt 0 ]]; do
     --rate=*) RATE=${1#*=}; shift ;;
     --burst) need_arg "$@"; BURST=$2; shift 2 ;;
     --burst=*) BURST=${1#*=}; shift ;;
+    --gso) need_arg "$@"; GSO=$2; shift 2 ;;
+    --gso=*) GSO=${1#*=}; shift ;;
     --subnet) need_arg "$@"; SUBNET=$2; shift 2 ;;
     --subnet=*) SUBNET=${1#*=}; shift ;;
     --stagger) need_arg "$@"; STAGGER=$2; shift 2 ;;
@@ -187,6 +193,8 @@ fi
 [[ $STAGGER =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage_error "--stagger must be a number of seconds"
 [[ $TIMEOUT =~ ^[0-9]+$ ]] || usage_error "--timeout must be a whole number of seconds"
 [[ -z $BURST || $BURST =~ ^[0-9]+$ ]] || usage_error "--burst must be a number of bytes"
+[[ -z $GSO || ($GSO =~ ^[0-9]+$ && $GSO -ge 1500 && $GSO -le 65536) ]] \
+  || usage_error "--gso must be a number of bytes from 1500 to 65536"
 [[ -z $CPUS_MODE || $CPUS_MODE == split || $CPUS_MODE == shared ]] ||
   usage_error "--cpus must be 'split' or 'shared', not '$CPUS_MODE'"
 
@@ -269,7 +277,7 @@ fi
 [[ $DRY_RUN -eq 1 ]] || remove_leftovers
 
 if [[ $QUIET -eq 0 ]]; then
-  echo "[cluster] nodes=$NODES ranks-per-node=$RPN ranks=$NP rate=$RATE$([[ $RATE == none ]] || echo " (burst ${BURST}B)") subnet=$SUBNET prefix=$PREFIX"
+  echo "[cluster] nodes=$NODES ranks-per-node=$RPN ranks=$NP rate=$RATE$([[ $RATE == none ]] || echo " (burst ${BURST}B)")$([[ -z $GSO ]] || echo " gso=${GSO}B") subnet=$SUBNET prefix=$PREFIX"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -351,6 +359,10 @@ for ((k = 0; k < NODES; k++)); do
   run ip -n "$SW_NS" link set "v$k" master br0
   run ip -n "$SW_NS" link set "v$k" up
   run ip -n "$ns" addr add "$(node_ip "$k")/24" dev eth0
+  if [[ -n $GSO ]]; then
+    run ip -n "$SW_NS" link set dev "v$k" gso_max_size "$GSO"
+    run ip -n "$ns" link set dev eth0 gso_max_size "$GSO"
+  fi
   run ip -n "$ns" link set eth0 up
   shape "$SW_NS" "v$k"   # switch -> node
   shape "$ns" eth0        # node -> switch
