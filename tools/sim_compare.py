@@ -4,7 +4,8 @@
 Each row's profile is the one tilecomm_calibrate made right before its run (sim_validate.sh's
 CALIBRATE=each; grids before 2026-11-29's twentieth session: the setting's one); the link rate is the
 emulated cluster's tc rate, or the rate the profile measured under load when lower, and each NIC
-direction a token bucket of the tc burst (--burst); fused_perf repeats each call on the same
+direction a token bucket of the tc burst (--burst, else the setting's link_<s>.json that
+sim_validate.sh wrote, else cluster.sh's default); fused_perf repeats each call on the same
 weights (--repeated-call), each timed call after 10 ms of its own kind, as the simulator's loop
 (whose calls are apart by the benchmark's barrier and allreduce, --gap);
 a rank's CPU share is 1 core, or, when N emulated nodes share this machine's 2 cores, the share
