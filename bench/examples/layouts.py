@@ -18,8 +18,9 @@ core); the layout column then says which.
                             [--steps N] [--cpus split[,shared]]
 
 --mode auto compares Mode::Auto with sequential and adds the mode(s) Auto settled on (it tries
-the modes on a context's first 12 calls, up to 30 when they are close, so give it --steps 40 or
-more).
+the modes on a context's first 12 calls, up to 30 when they are close; give it --steps 200: with
+40, a run with a profile on 2026-11-29 left every context of every example still trying, with
+200 all settled; bench/results/examples_auto_profile_2026-11-29).
 """
 import argparse
 import os
