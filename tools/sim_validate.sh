@@ -55,12 +55,6 @@ run() {  # setting, program and arguments (TILECOMM_PROFILE, when set, forwarded
       rate=${rest%%g*}gbit
       rpn=1
       case $rest in *x*) rpn=${rest#*x} ;; esac
-      burst=${BURST:-} gso=${GSO:-}
-      if [ "$link" = nic ] && [ "${rest%%g*}" -le 1 ]; then
-        burst=${burst:-65536} gso=${gso:-32768}
-      fi
-      # The setting's links, for sim_compare.py (empty: cluster.sh's default).
-      printf '{"burst": "%s", "gso": "%s"}\n' "$burst" "$gso" >"$out/link_$s.json"
       "$here/cluster/cluster.sh" --quiet --nodes "$nodes" --ranks-per-node "$rpn" --rate "$rate" \
         ${burst:+--burst "$burst"} ${gso:+--gso "$gso"} \
         ${TILECOMM_PROFILE:+--env TILECOMM_PROFILE} --timeout 900 -- "$@"
@@ -71,6 +65,16 @@ run() {  # setting, program and arguments (TILECOMM_PROFILE, when set, forwarded
 for s in $settings; do
   echo "== $s  $(uptime)"
   unset TILECOMM_PROFILE
+  # The setting's links (run() passes them to cluster.sh), recorded once for sim_compare.py
+  # (empty: cluster.sh's default).
+  burst=${BURST:-} gso=${GSO:-}
+  if [ "$s" != shm ]; then
+    rest=${s#*n}
+    if [ "$link" = nic ] && [ "${rest%%g*}" -le 1 ]; then
+      burst=${burst:-65536} gso=${gso:-32768}
+    fi
+    printf '{"burst": "%s", "gso": "%s"}\n' "$burst" "$gso" >"$out/link_$s.json"
+  fi
   for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
     "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
     set -- $spec
