@@ -14,8 +14,17 @@ nodes get CPUs (tools/cluster --cpus: each node its own share of the cores, or a
 core); the layout column then says which.
 
   bench/examples/layouts.py --build build [--build /tmp/base/build] [--layouts np2,np4,2x1,2x2]
-                            [--examples 01,02,03] [--rate 1gbit] [--repeat 1] [--mode fused]
-                            [--steps N] [--cpus split[,shared]]
+                            [--examples 01,02,03] [--rate 1gbit] [--link tbf|nic] [--repeat 1]
+                            [--mode fused] [--steps N] [--cpus split[,shared]]
+
+--link says what the emulated links are. tbf (the default): tools/cluster's token bucket of 2 ms of
+the rate, which an idle link saves up and the next transfer spends at once. A loop whose steps
+move about a bucket's worth of bytes then times its calls by their place in the step: at 2 x 2
+and 1 Gbit/s, example 03's top-1 layer took 0.9 ms right after the gate and 2.2 ms one call
+later, whatever the mode. nic: a 64 KiB bucket and 32 KiB packets (cluster.sh --burst 65536
+--gso 32768), a link that sends at its rate as a NIC does; it keeps 0.93 of 1 Gbit/s but loses
+rate at 2 Gbit/s and up while the ranks compute (bench/results/nic_link_2026-11-29), so use it at
+1 Gbit/s. --burst and --gso set the two by hand.
 
 --mode auto compares Mode::Auto with sequential and adds the mode(s) Auto settled on (it tries
 the modes on a context's first 12 calls, up to 30 when they are close; give it --steps 200: with
@@ -43,7 +52,7 @@ SECTION = re.compile(r"^\s*(top-\d+):")
 SETTLED = re.compile(r"auto (settled on \w+|still trying)")
 
 
-def command(build, layout, program, args, rate, cpus, burst=None):
+def command(build, layout, program, args, rate, cpus, burst=0, gso=0):
     exe = os.path.join(os.path.abspath(build), "examples", program)
     if layout.startswith("np"):
         return ["mpirun", "-np", layout[2:], "--oversubscribe", "--bind-to", "none",
@@ -51,7 +60,8 @@ def command(build, layout, program, args, rate, cpus, burst=None):
     nodes, per_node = layout.split("x")
     return ([os.path.join(ROOT, "tools", "cluster", "cluster.sh"), "--nodes", nodes,
              "--ranks-per-node", per_node, "--rate", rate, "--cpus", cpus]
-            + (["--burst", str(burst)] if burst else []) + ["--", exe] + args)
+            + (["--burst", str(burst)] if burst else []) + (["--gso", str(gso)] if gso else [])
+            + ["--", exe] + args)
 
 
 def settled(output):
@@ -90,13 +100,19 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="runs per build and layout")
     ap.add_argument("--mode", default="fused", help="--mode passed to the examples")
     ap.add_argument("--steps", type=int, default=0, help="steps (01, 03) / tokens (02); 0: default")
+    ap.add_argument("--link", choices=("tbf", "nic"), default="tbf",
+                    help="the emulated links: tbf, cluster.sh's default bucket; nic, --burst 65536 "
+                         "--gso 32768 (above)")
     ap.add_argument("--burst", type=int, default=0,
-                    help="tbf burst of the emulated links in bytes (0: cluster.sh's default, 2 ms "
-                         "of the rate; 65536, its minimum, is closer to a NIC that never sends "
-                         "faster than its line rate)")
+                    help="tbf burst of the emulated links in bytes (0: as --link says)")
+    ap.add_argument("--gso", type=int, default=0,
+                    help="the veths' largest packet in bytes (0: as --link says); a burst under "
+                         "64 KiB needs one under the burst, or tbf stalls the link")
     ap.add_argument("--cpus", default="split",
                     help="emulated nodes' CPUs: split, shared or both (split,shared), alternating")
     a = ap.parse_args()
+    if a.link == "nic":
+        a.burst, a.gso = a.burst or 65536, a.gso or 32768
     builds = a.build or [os.path.join(ROOT, "build")]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OPENBLAS_NUM_THREADS="1")
@@ -114,7 +130,7 @@ def main():
             for rep in range(a.repeat):
                 for build, cpus in [(b, c) for b in builds for c in cpu_modes]:
                     cmd = command(build, layout, program, args + ["--mode", a.mode], a.rate, cpus,
-                                  a.burst)
+                                  a.burst, a.gso)
                     where = f"{layout} {cpus}" if len(cpu_modes) > 1 else layout
                     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
                     if p.returncode != 0:
