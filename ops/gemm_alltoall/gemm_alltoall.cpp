@@ -27,13 +27,13 @@ constexpr std::size_t kPackPanels = 16;
 GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size_t experts_here,
                                    std::size_t k_, std::size_t n_, std::size_t max_in_,
                                    std::size_t max_out_, OpOptions options)
-    : ctx(comm, device, std::move(options), kInfo),
+    : GemmAllToAllPlan(experts_here, n_),
+      ctx(comm, device, std::move(options), kInfo),
       topo(ctx.topo),
-      local_experts(experts_here),
       k(k_),
-      n(n_),
       max_in(max_in_),
       max_out(max_out_) {
+  topology = &topo;
   const int p = topo.size;
   const std::size_t limit = INT_MAX;
   if (k == 0 || k > limit) ctx.invalid(fmt::format("k = {} (must be in [1, {}])", k, limit));
@@ -42,21 +42,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     ctx.invalid(fmt::format("max_rows_in = {} is too large for k = {}", max_in, k));
   if (max_out > limit / n)
     ctx.invalid(fmt::format("max_rows_out = {} is too large for n = {}", max_out, n));
-  tile_rows = ctx.options.tile ? ctx.options.tile : 32;
-  tile_cols = std::min<std::size_t>(n, 256);
-  // Tiles bound for (or coming from) another node (gemm_alltoall_off_rows): as many rows as fit
-  // the eager limit, so narrow results do not go out as many small MPI messages (each costs its
-  // sender ~20 us of CPU through TCP here, as much as its GEMM). At N >= 256 that is 48 rows,
-  // 48 KiB: whole 32-row tiles sent 32 KiB, and fused took 1.08-1.17x sequential's time at 2
-  // emulated nodes, 10 Gbit/s (docs/ops.md). An explicit OpOptions::tile applies to every path.
-  off_rows = ctx.options.tile ? tile_rows : gemm_alltoall_off_rows(n);
-  // Tiles within the node: whole row tiles enough to pay for a tile's task, flag and wait
-  // (gemm_alltoall_node_rows: thin GEMMs, K = 1, take 4x as many rows).
-  node_rows = ctx.options.tile ? tile_rows : gemm_alltoall_node_rows(k, n, tile_rows);
-  // Every tile starts at a multiple of off_rows or node_rows: the flags count rows in their
-  // greatest common divisor.
-  flag_rows = std::gcd(off_rows, node_rows);
-  col_blocks = (n + tile_cols - 1) / tile_cols;
+  set_tiling(k, ctx.options.tile);  // the tiles' rows and columns (gemm_alltoall_plan.hpp)
   // The model sees the most rows this rank's experts compute (the routing is per call).
   ctx.set_model_shape({model::OpKind::GemmAllToAll, max_in, k, n, 1, 1, node_rows});
   ctx.agree(
@@ -81,7 +67,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     max_out_of[q] = static_cast<std::size_t>(all[3 * q + 2]);
     max_out_all = std::max(max_out_all, max_out_of[q]);
   }
-  max_row_blocks = (max_out_all + flag_rows - 1) / flag_rows;
+  set_max_rows_out(max_out_all);
   // An owner returns to a source at most min(its max_rows_in, the source's max_rows_out) rows
   // (prepare checks both bounds before a tile moves).
   slot_rows = std::min(max_in_all, max_out_all);
@@ -121,24 +107,6 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
 std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
                                                    bool remote_first) const {
   return make_tiles(e0, e1, ctx.destination_order(remote_first));
-}
-
-std::vector<GemmTile> GemmAllToAllImpl::make_tiles(std::size_t e0, std::size_t e1,
-                                                   std::span<const int> sources) const {
-  std::vector<GemmTile> tiles;
-  const int p = topo.size;
-  for (int s : sources)
-    for (std::size_t e = e0; e < e1; ++e) {
-      const std::size_t rows = route.recv_counts[e * p + s];
-      // Column blocks outermost: consecutive tiles read the same packed weight panels (K x
-      // tile_cols), which then come from L2/L3 (2048 x 4096 x 1024 in 32-row tiles: 51 -> 70
-      // GFLOP/s on one core, docs/kernels.md "GEMM kernel").
-      for (std::size_t c = 0; c < n; c += tile_cols)
-        for_row_tiles(s, rows, [&](std::size_t r, std::size_t h) {
-          tiles.push_back({e, s, r, r + h, c, std::min(n, c + tile_cols)});
-        });
-    }
-  return tiles;
 }
 
 void GemmAllToAllImpl::pack_weights(std::span<const float* const> weights, bool all) {

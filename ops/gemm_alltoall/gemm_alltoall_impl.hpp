@@ -12,40 +12,19 @@
 
 #include "ops/common/block_exchange.hpp"
 #include "ops/common/op_context.hpp"
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "tilecomm/error.hpp"
 #include "tilecomm/gemm_alltoall.hpp"
 
 namespace tilecomm::detail {
 
-/// A tile: local expert `expert`, source rank `src` (where its tokens came from and its results
-/// go), rows [row0, row1) of block (expert, src), columns [col0, col1).
-struct GemmTile {
-  std::size_t expert;
-  int src;
-  std::size_t row0, row1, col0, col1;
-};
-
-/// The routing of one call, from this rank's own counts only (no communication).
-struct Routing {
-  std::vector<std::size_t> send_counts;  // [g]: rows this rank routed to global expert g
-  std::vector<std::size_t> recv_counts;  // [e * p + s]: rows local expert e received from s
-  std::vector<std::size_t> x_row;        // [e * p + s]: first row of block (e, s) in x (run_layer:
-                                         // in x_in, source-major); [E p]: total
-  std::vector<std::size_t> send_row;  // [s * E + e]: first row of block (e, s) in the send buffer
-  std::vector<std::size_t> y_row;     // [g]: first row of expert g's results in y; [G]: total
-  std::vector<std::size_t> pair_row;  // [e * p + s]: first row of block (e, s) among the rows
-                                      // this rank's experts return to s (e's of s before it)
-  std::size_t rows_in = 0;            // rows my experts received
-  std::size_t rows_out = 0;           // rows I routed out
-};
-
-struct GemmAllToAllImpl {
+/// The operator: its plan (the tiling and a call's routing, gemm_alltoall_plan.hpp), its context
+/// and buffers.
+struct GemmAllToAllImpl : GemmAllToAllPlan {
   GemmAllToAllImpl(Communicator& comm, Device& device, std::size_t experts, std::size_t k,
                    std::size_t n, std::size_t max_in, std::size_t max_out, OpOptions options);
 
-  std::size_t experts_of(int r) const { return first_expert[r + 1] - first_expert[r]; }
-  std::size_t experts() const { return first_expert.back(); }
   /// Local checks (arguments: Error(InvalidArgument); counts that cannot pair up with a peer's
   /// capacity or with this rank's own experts: Error(Mismatch)); in verify mode first the
   /// collective routing exchange and cross-check, which raises the same error on every rank. Sets
@@ -56,26 +35,13 @@ struct GemmAllToAllImpl {
   void prepare(std::span<const float* const> weights, const float* x,
                std::span<const std::size_t> recv_counts, std::span<const std::size_t> send_counts,
                const float* y, Mode mode, bool check_y = true, bool layer = false);
-  /// First row of global expert g's results in this rank's y.
-  std::size_t y_row(std::size_t g) const { return route.y_row[g]; }
-  /// Fused: the slot of owner `owner_local`'s blocks in on-node rank `local`'s inbox half (floats).
-  std::size_t slot_offset(int owner_local, int local) const {
-    const int l = topo.local_size;
-    return static_cast<std::size_t>((owner_local - local + l) % l - 1) * slot_rows * n;
-  }
   /// Fused: the per-call header this rank sends `peer` (PeerHeaders::fill), and the check of the
   /// one `peer` sent (PeerHeaders::check: Error(Mismatch) naming both ranks and both counts).
   void fill_header(int peer, std::uint64_t* words) const;
   void check_header(int peer, const std::uint64_t* words) const;
-  /// Flag index (and MPI tag) of the result tile of global expert g at (row in expert, column).
-  /// (Tiles start at multiples of off_rows or node_rows, themselves multiples of flag_rows.)
-  std::size_t flag_of(std::size_t g, std::size_t row, std::size_t col) const {
-    return (g * max_row_blocks + row / flag_rows) * col_blocks + col / tile_cols;
-  }
+  using GemmAllToAllPlan::make_tiles;
+  /// The tiles of experts [e0, e1), sources in destination_order(remote_first).
   std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1, bool remote_first) const;
-  /// The tiles of experts [e0, e1), source by source in `sources`' order.
-  std::vector<GemmTile> make_tiles(std::size_t e0, std::size_t e1,
-                                   std::span<const int> sources) const;
   /// Every mode's first step: packs the weights of the local experts that received rows into
   /// `packed` (tasks of kPackPanels panels of one expert on every CU, waited for); forgets
   /// set_weights()' packing. With `all`, every local expert (set_weights()).
@@ -102,12 +68,10 @@ struct GemmAllToAllImpl {
   void run_sequential(const float* x, float* y);
   void run_shaped(const float* x, float* y);
   void run_fused(const float* x, float* y);
-  /// Fused: where tile t's result goes (this rank's y, an on-node source's inbox slot, or
-  /// off-node).
-  BlockRoute result_route(const GemmTile& t) const;
+  using GemmAllToAllPlan::result_arrivals;
   /// Fused: the result blocks this rank's y receives from every owner, in the rotated source
   /// order (run() and run_layer()).
-  std::vector<BlockRoute> result_arrivals() const;
+  std::vector<BlockRoute> result_arrivals() const { return result_arrivals(ctx.source_order()); }
 
   // ---- run_layer (gemm_alltoall_layer.cpp) ----
   /// Unfused modes: the dispatch All-to-Allv of the caller's tokens into x_in (source-major).
@@ -124,28 +88,11 @@ struct GemmAllToAllImpl {
 
   OpContext ctx;
   const Topology& topo;
-  std::size_t local_experts, k, n, max_in, max_out;
+  std::size_t k, max_in, max_out;
   std::size_t max_out_all = 0;          // the largest max_rows_out of any rank (sizes the flags)
   std::vector<std::size_t> max_out_of;  // per rank: its max_rows_out
   std::vector<std::size_t> max_in_of;   // per rank: its max_rows_in
   std::size_t most_experts = 0;         // the most experts of a rank
-  std::size_t tile_rows = 0, tile_cols = 0, col_blocks = 0, max_row_blocks = 0;
-  std::size_t off_rows = 0;   // rows of a tile to or from another node
-  std::size_t node_rows = 0;  // rows of a tile within the node: a multiple of tile_rows
-  std::size_t flag_rows = 0;  // rows per flag (and MPI tag): gcd(off_rows, node_rows)
-  /// Rows per tile between this rank and `peer` (the same on both sides of the pair).
-  std::size_t row_step(int peer) const { return topo.on_node(peer) ? node_rows : off_rows; }
-  /// The row tiles of `rows` rows exchanged with `peer`: f(first row, rows in the tile). Every
-  /// tiling of a pair (result tiles, their arrivals, run_layer's dispatch blocks) walks this, so
-  /// both sides of the pair cut the same tiles.
-  template <class F>
-  void for_row_tiles(int peer, std::size_t rows, F&& f) const {
-    const std::size_t step = row_step(peer);
-    for (std::size_t r = 0; r < rows; r += step)
-      f(r, std::min(rows, r + step) - r);
-  }
-  std::vector<std::size_t> first_expert;  // per rank prefix; [p] = experts in the job
-  Routing route;
   std::vector<float> send_buf;    // unfused modes: results grouped by source rank, then expert
   std::vector<float> x_in;        // run_layer's unfused modes: the dispatched rows (on first use)
   kernels::PackedWeights packed;  // this call's weights, packed by pack_weights
@@ -155,7 +102,6 @@ struct GemmAllToAllImpl {
   // (pair_row), since an owner does not know where they go in this rank's y, and at least the
   // largest max_rows_out x N floats (a half is the zero-copy output of its calls, output());
   // headers of 2 x the most experts of a rank words (+ the exchange's zero-copy word).
-  std::size_t slot_rows = 0;
   BlockExchange fused_exchange;
   PeerHeaders headers;
 
@@ -171,8 +117,6 @@ struct GemmAllToAllImpl {
   // Mismatches this rank can see alone: its own experts' rows from itself, a peer's capacity.
   void check_local_routing(std::span<const std::size_t> recv_counts,
                            std::span<const std::size_t> send_counts, bool layer) const;
-  void derive_routing(std::span<const std::size_t> recv_counts,
-                      std::span<const std::size_t> send_counts, bool layer);
 };
 
 /// Error(Mismatch): "GemmAllToAll: rank <source> routes <sent> rows to expert <g> (on rank

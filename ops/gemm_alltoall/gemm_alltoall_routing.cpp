@@ -163,39 +163,6 @@ void GemmAllToAllImpl::check_local_routing(std::span<const std::size_t> recv_cou
     }
 }
 
-void GemmAllToAllImpl::derive_routing(std::span<const std::size_t> recv_counts,
-                                      std::span<const std::size_t> send_counts, bool layer) {
-  const int p = topo.size;
-  const std::size_t ng = experts(), ne = local_experts;
-  route.send_counts.assign(send_counts.begin(), send_counts.end());
-  route.recv_counts.assign(recv_counts.begin(), recv_counts.end());
-  route.y_row.assign(ng + 1, 0);
-  for (std::size_t g = 0; g < ng; ++g)
-    route.y_row[g + 1] = route.y_row[g] + send_counts[g];
-  route.x_row.assign(ne * p + 1, 0);
-  for (std::size_t i = 0; i < ne * p; ++i)
-    route.x_row[i + 1] = route.x_row[i] + recv_counts[i];
-  route.send_row.assign(ne * p + 1, 0);
-  route.pair_row.assign(ne * p, 0);
-  for (int s = 0; s < p; ++s)
-    for (std::size_t e = 0; e < ne; ++e) {
-      const std::size_t i = s * ne + e;
-      route.send_row[i + 1] = route.send_row[i] + recv_counts[e * p + s];
-      route.pair_row[e * p + s] = route.send_row[i] - route.send_row[s * ne];
-    }
-  route.rows_in = route.x_row[ne * p];
-  route.rows_out = route.y_row[ng];
-  if (!layer) return;
-  // run_layer's unfused modes receive the dispatch source by source (x_in): block (e, s) follows
-  // the blocks of s's rows for this rank's earlier experts.
-  std::size_t row = 0;
-  for (int s = 0; s < p; ++s)
-    for (std::size_t e = 0; e < ne; ++e) {
-      route.x_row[e * p + s] = row;
-      row += recv_counts[e * p + s];
-    }
-}
-
 // The header of a pair (me, peer), one count per expert either of them owns: first, for each of
 // the sender's experts, the rows it receives from the receiver; then, for each of the receiver's
 // experts, the rows the sender routes to it. The receiver expects exactly its own view of the same
