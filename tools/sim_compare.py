@@ -26,6 +26,9 @@ SHAPES = {  # fused_perf's shapes (bench/fused/op_bench.cpp default_shape) by si
     "gemv_allreduce": "M={},K=16,n=1",
     "embedding_alltoall": "batch={},tables=4,pool=8,dim=64",
     "gemm_reduce_scatter": "M={},K=256,n=1024",
+    # fused_perf --op gemm_alltoall --ratio 128 --dim 256 --tables 4 (sim_validate.sh): its
+    # synthetic routing, tokens per rank
+    "gemm_alltoall": "tokens={},K=128,N=256,experts=4",
 }
 MODES = ("sequential", "shaped", "fused")
 
@@ -130,7 +133,7 @@ def main():
             continue
         grids = [a.results] + [g for g in a.also if os.path.exists(os.path.join(g, name + ".json"))]
         runs = [json.load(open(os.path.join(g, name + ".json")))[0] for g in grids]
-        size = re.match(r"\w+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded to ranks)
+        size = re.match(r"[\w/]+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded)
         preds = []
         for g in grids if a.profiles == "each" else grids[:1]:
             label, pred = predict(op, size, s, g, name)

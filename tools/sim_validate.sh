@@ -4,7 +4,9 @@
 # that profile (TILECOMM_PROFILE: the tiles it implies, as a calibrated user's ops cut them)
 # (every mode, -n ITERS timed iterations, median of the slowest rank) for GEMV+AllReduce
 # (M=262144: two-shot on one node and beyond two nodes, one-shot on two; M=16384: one-shot),
-# EmbeddingAllToAll (batch 4096 and 1024) and GemmReduceScatter (M=2048 and 512, K=256, N=1024).
+# EmbeddingAllToAll (batch 4096 and 1024), GemmReduceScatter (M=2048 and 512, K=256, N=1024) and
+# GemmAllToAll (2048 and 512 rows per rank over 4 experts per rank, K=128, N=256, fused_perf's
+# synthetic routing; since the twenty-second session).
 # Settings: SETTINGS="shm 2n1g 2n5g 2n2g 3n1g 4n1g" (shm: one node, np 2; XnYg: X emulated
 # nodes of one rank at Y Gbit/s, tools/cluster/cluster.sh, needs root; XnYgxR: of R ranks each).
 # LINK=tbf (default) keeps cluster.sh's default bucket, 2 ms of the rate, which an idle link
@@ -25,6 +27,7 @@
 # the memory-bound kernels run 10-40 % apart (docs/model.md, "Twentieth session"). The twentieth
 # session's grids also made the setting's profile first, unused. CALIBRATE=setting: one profile
 # per setting (profile_<s>.json), as every grid until 2026-11-29's twentieth session.
+# OPS="gemm_alltoall ..." runs those ops' rows only (default: every op).
 # Usage: tools/sim_validate.sh BUILD_DIR OUT_DIR
 set -eu
 build=${1:-build}
@@ -75,20 +78,27 @@ for s in $settings; do
     fi
     printf '{"burst": "%s", "gso": "%s"}\n' "$burst" "$gso" >"$out/link_$s.json"
   fi
+  # op, size and the shape's other arguments (GemmAllToAll: K, N, experts per rank; the rest
+  # fused_perf's defaults)
   for spec in "gemv_allreduce 262144" "gemv_allreduce 16384" "embedding_alltoall 4096" \
-    "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512"; do
+    "embedding_alltoall 1024" "gemm_reduce_scatter 2048" "gemm_reduce_scatter 512" \
+    "gemm_alltoall 2048 --ratio 128 --dim 256 --tables 4" \
+    "gemm_alltoall 512 --ratio 128 --dim 256 --tables 4"; do
     set -- $spec
+    op=$1 size=$2
+    shift 2
+    case " ${OPS:-$op} " in *" $op "*) ;; *) continue ;; esac
     # The row's profile (each), or the setting's, made before the setting's first row. The ops cut
     # their tiles for it (GemvAllReduce's one-shot blocks across nodes), as the simulator plans
     # them from it.
     if [ "$calibrate" = each ] || [ -z "${TILECOMM_PROFILE:-}" ]; then
       profile="$out/profile_$s.json"
-      if [ "$calibrate" = each ]; then profile="$out/profile_${1}_${2}_$s.json"; fi
+      if [ "$calibrate" = each ]; then profile="$out/profile_${op}_${size}_$s.json"; fi
       unset TILECOMM_PROFILE
       run "$s" "$build/tools/tilecomm_calibrate" -q -o "$profile"
       export TILECOMM_PROFILE="$profile"
     fi
-    run "$s" "$build/bench/fused/fused_perf" --op "$1" -b "$2" -n "$iters" -w 3 -c 0 \
-      --lead-in-ms "$lead_in_ms" --min-timed-ms "$min_timed_ms" --json "$out/${1}_${2}_$s.json"
+    run "$s" "$build/bench/fused/fused_perf" --op "$op" -b "$size" "$@" -n "$iters" -w 3 -c 0 \
+      --lead-in-ms "$lead_in_ms" --min-timed-ms "$min_timed_ms" --json "$out/${op}_${size}_$s.json"
   done
 done

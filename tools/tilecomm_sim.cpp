@@ -71,10 +71,13 @@ int main(int argc, char** argv) {
   model::SimSetup s;
   double oversub = 1, burst = 0;
   bool no_remote_first = false, nic_offload = false;
-  app.add_option("--op", op, "gemv_allreduce | embedding_alltoall");
+  app.add_option("--op", op,
+                 "gemv_allreduce | embedding_alltoall | gemm_reduce_scatter | gemm_alltoall");
   app.add_option("--shape", shape_text,
-                 "M=..,K=..,n=.. (GEMV, K per rank) or batch=..,tables=..,pool=..,dim=.. "
-                 "(embedding: global batch, tables per rank), optional tile=..");
+                 "M=..,K=..,n=.. (GEMV, K per rank; GemmReduceScatter: M rows, K per rank, N "
+                 "columns) or batch=..,tables=..,pool=..,dim=.. (embedding: global batch, tables "
+                 "per rank) or tokens=..,K=..,N=..,experts=.. (GemmAllToAll: rows each rank "
+                 "routes, fused_perf's synthetic routing; experts per rank), optional tile=..");
   app.add_option("--nodes", s.nodes, "nodes");
   app.add_option("--ranks-per-node", s.ranks_per_node, "ranks per node");
   app.add_option("--cus", s.cus, "cores (CUs) per rank");

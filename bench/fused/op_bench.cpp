@@ -2,6 +2,7 @@
 // bitwise with sequential), built once per shape.
 #include "op_bench.hpp"
 
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
 #include "tilecomm/bench_hooks.hpp"
 
 #include <fmt/format.h>
@@ -241,20 +242,13 @@ class EmbeddingBench : public OpBench {
 };
 
 // Rows rank `src` routes to each of the G experts. Synthetic (top_k = 0): `tokens` rows split
-// unevenly by a fixed pattern. Workload: each of `tokens` tokens picks top_k distinct experts,
-// drawn by popularity 1 / (rank + 1)^zipf, the popularity ranks a seeded permutation of the experts
-// (the same on every rank), the draws seeded by src (so every rank knows every rank's routing).
+// unevenly by a fixed pattern (synthetic_moe_routing, which the simulator plans with too).
+// Workload: each of `tokens` tokens picks top_k distinct experts, drawn by popularity 1 / (rank +
+// 1)^zipf, the popularity ranks a seeded permutation of the experts (the same on every rank), the
+// draws seeded by src (so every rank knows every rank's routing).
 std::vector<std::size_t> routing(const Shape& s, int src, std::size_t G) {
+  if (s.top_k == 0) return tilecomm::detail::synthetic_moe_routing(s.size, src, G);
   std::vector<std::size_t> rows(G, 0);
-  if (s.top_k == 0) {
-    auto weight = [&](std::size_t h) { return 1 + (src * 7 + h * 3) % 5; };
-    std::size_t total = 0, before = 0;
-    for (std::size_t h = 0; h < G; ++h)
-      total += weight(h);
-    for (std::size_t g = 0; g < G; before += weight(g), ++g)
-      rows[g] = (s.size * (before + weight(g))) / total - (s.size * before) / total;
-    return rows;
-  }
   std::vector<std::size_t> by_popularity(G);
   std::iota(by_popularity.begin(), by_popularity.end(), 0);
   std::mt19937 perm(99u);

@@ -33,6 +33,22 @@ inline std::size_t gemm_alltoall_off_rows(std::size_t n) {
   return std::max(kOffNodeRowStep, eager_rows(row_bytes) / kOffNodeRowStep * kOffNodeRowStep);
 }
 
+/// The rows rank `src` routes to each of `experts` experts in fused_perf's synthetic MoE call
+/// (bench/fused/op_bench.cpp, without top-k): `tokens` rows split unevenly by a fixed pattern of
+/// weights 1-5 that every rank can compute for every rank. The simulator plans those calls with
+/// it.
+inline std::vector<std::size_t> synthetic_moe_routing(std::size_t tokens, int src,
+                                                      std::size_t experts) {
+  auto weight = [&](std::size_t h) { return 1 + (static_cast<std::size_t>(src) * 7 + h * 3) % 5; };
+  std::vector<std::size_t> rows(experts, 0);
+  std::size_t total = 0, before = 0;
+  for (std::size_t h = 0; h < experts; ++h)
+    total += weight(h);
+  for (std::size_t g = 0; g < experts; before += weight(g), ++g)
+    rows[g] = (tokens * (before + weight(g))) / total - (tokens * before) / total;
+  return rows;
+}
+
 /// A tile: local expert `expert`, source rank `src` (where its tokens came from and its results
 /// go), rows [row0, row1) of block (expert, src), columns [col0, col1).
 struct GemmTile {

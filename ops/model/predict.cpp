@@ -184,13 +184,13 @@ OpShape parse_shape(OpKind op, std::string_view text) {
     for (char& ch : key)
       ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const std::size_t v = parse_size(key, item.substr(eq + 1));
-    if (key == "m" || key == "batch")
+    if (key == "m" || key == "batch" || key == "tokens")
       s.m = v;
     else if (key == "k")
       s.k = v;
     else if (key == "n" || key == "dim")
       s.n = v;
-    else if (key == "tables")
+    else if (key == "tables" || key == "experts")
       s.tables = v;
     else if (key == "pool")
       s.pool = v;
@@ -198,8 +198,8 @@ OpShape parse_shape(OpKind op, std::string_view text) {
       s.tile = v;
     else
       throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("shape: key '{}' is not one of m, k, n, dim, batch, tables, pool, "
-                              "tile",
+                  fmt::format("shape: key '{}' is not one of m, k, n, dim, batch, tokens, tables, "
+                              "experts, pool, tile",
                               key));
   }
   if (s.m == 0 || s.n == 0 || (s.op != OpKind::EmbeddingAllToAll && s.k == 0))

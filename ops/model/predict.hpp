@@ -36,8 +36,9 @@ struct OpShape {
   std::size_t m = 0, k = 0, n = 1, tables = 1, pool = 1, tile = 0;
 };
 
-/// Parses "M=4096,K=1024,n=1" (keys case-insensitive: m, k, n, dim (= n), batch (= m), tables,
-/// pool, tile). Error(InvalidArgument) naming a bad key or value.
+/// Parses "M=4096,K=1024,n=1" (keys case-insensitive: m, k, n, dim (= n), batch and tokens
+/// (= m), tables, experts (= tables), pool, tile). Error(InvalidArgument) naming a bad key or
+/// value.
 OpShape parse_shape(OpKind op, std::string_view text);
 
 /// The off-node path as the tile rules take it: the link (`link_bytes_per_s`, else 1 / the MPI

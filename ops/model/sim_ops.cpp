@@ -14,43 +14,26 @@
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/sim_collectives.hpp"
+#include "ops/model/sim_gemm_alltoall.hpp"
+#include "ops/model/sim_ops_util.hpp"
 #include "tilecomm/error.hpp"
 
 namespace tilecomm::model {
 
 using namespace tilecomm::detail;
+using namespace tilecomm::model::sim_detail;
 
 namespace {
 
-constexpr double kFloat = sizeof(float);
-// Message keys: kind << 40 | index (the kinds of one op never share a (source, destination,
-// key)); collectives from kCollective + 16 x chunk.
-constexpr std::uint64_t kPartial = 1ull << 40, kReduced = 2ull << 40, kNodeSum = 3ull << 40;
-constexpr std::uint64_t kBlock = 4ull << 40, kChunkDone = 5ull << 40, kCollective = 6ull << 40;
-
-// A kernel's launch and wait: one WG's, or, when its WGs take more than one slot, one WG per
-// slot's (Profile::launch_grid_s: the workers beyond the first come in; where a rank has fewer
-// cores than slots, each is a context switch on the first one's core). Older profiles: launch_s.
-double kernel_launch_s(const Profile& p, std::size_t wgs, int slots) {
-  return wgs > 1 && slots > 1 && p.launch_grid_s > 0 ? p.launch_grid_s : p.launch_s;
-}
-
 // Bytes the compute kernel reads and writes per rank: GEMV's (GemmReduceScatter's) W, x (A), y
-// (C); the embedding rows looked up and the pooled send buffer.
+// (C); GemmAllToAll's experts' weights, and its rows in and out (as many as it routes: m); the
+// embedding rows looked up and the pooled send buffer.
 double compute_footprint(const SimSetup& s) {
   const double m = double(s.shape.m), k = double(s.shape.k), n = double(s.shape.n);
+  if (s.shape.op == OpKind::GemmAllToAll)
+    return (m * k + double(s.shape.tables) * k * n + m * n) * kFloat;
   if (s.shape.op != OpKind::EmbeddingAllToAll) return (m * k + k * n + m * n) * kFloat;
   return m * double(s.shape.tables) * double(s.shape.pool + 1) * n * kFloat;
-}
-
-double cores_of(const SimSetup& s) {
-  return s.cpu_share > 0 ? s.cpu_share : s.cus;
-}
-
-// The WGs of a fused kernel (FusedPlan::run): one per slot on one node; across nodes, where the
-// host thread drives the proxy, one per CU.
-int fused_wgs(const SimSetup& s, const Topology& topo) {
-  return topo.num_nodes > 1 ? s.cus : s.slots;
 }
 
 }  // namespace
@@ -383,6 +366,7 @@ std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topol
       tiles.push_back(gemv_tile_s(p, s, g.rows(b)));
     return tiles;
   }
+  if (s.shape.op == OpKind::GemmAllToAll) return gemm_alltoall_chunk_tiles(p, s, topo, c, nc);
   if (s.shape.op == OpKind::GemmReduceScatter) {  // chunk c of every owner's rows
     const GemmRsBlocks g = gemm_rs_blocks(s);
     const std::size_t lo = split_begin(g.rows_local, nc, c),
@@ -413,6 +397,8 @@ std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const
     allreduce_steps(steps, topo, bytes, p, base, hot);
     return steps;
   }
+  if (s.shape.op == OpKind::GemmAllToAll)
+    return gemm_alltoall_chunk_collective(p, s, topo, c, nc, base, hot);
   if (s.shape.op == OpKind::GemmReduceScatter) {
     const GemmRsBlocks g = gemm_rs_blocks(s);
     const double rows =
@@ -439,11 +425,6 @@ std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const
 
 void check_setup(const SimSetup& s) {
   auto bad = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, what); };
-  if (s.shape.op == OpKind::GemmAllToAll)
-    bad(
-        fmt::format("simulator: op = {} is not simulated (gemv_allreduce, embedding_alltoall, "
-                    "gemm_reduce_scatter)",
-                    to_string(s.shape.op)));
   if (s.nodes < 1) bad(fmt::format("simulator: nodes = {} (must be >= 1)", s.nodes));
   if (s.ranks_per_node < 1)
     bad(fmt::format("simulator: ranks_per_node = {} (must be >= 1)", s.ranks_per_node));
@@ -454,6 +435,11 @@ void check_setup(const SimSetup& s) {
   if (s.shape.n == 0) bad("simulator: shape n (vectors or dim) = 0");
   if (s.shape.op == OpKind::GemmReduceScatter && s.shape.m % std::size_t(s.ranks()) != 0)
     bad(fmt::format("simulator: m = {} is not a multiple of the {} ranks", s.shape.m, s.ranks()));
+  if (s.shape.op == OpKind::GemmAllToAll && (s.shape.k == 0 || s.shape.tables == 0))
+    bad(
+        fmt::format("simulator: gemm_alltoall needs K > 0 and experts per rank > 0 (K = {}, "
+                    "experts = {})",
+                    s.shape.k, s.shape.tables));
   if (s.shape.op == OpKind::EmbeddingAllToAll && s.shape.m < std::size_t(s.ranks()))
     bad(fmt::format("simulator: batch = {} is smaller than ranks = {}", s.shape.m, s.ranks()));
 }
@@ -470,6 +456,7 @@ std::size_t sim_tile(const SimSetup& s) {
                              s.nodes > 1, s.off_node);
   if (s.shape.op == OpKind::GemmReduceScatter)
     return gemm_rs_default_tile(s.shape.m, slots, s.shape.n, s.nodes > 1);
+  if (s.shape.op == OpKind::GemmAllToAll) return 32;  // its row tiles (GemmAllToAllPlan)
   return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots, s.shape.n,
                                 s.nodes > 1);
 }
@@ -479,7 +466,8 @@ std::vector<SimRank> fused_program(const Profile& p, const SimSetup& s) {
   std::vector<SimRank> ranks;
   for (int r = 0; r < s.ranks(); ++r) {
     const Topology topo = block_topology(r, s.nodes, s.ranks_per_node);
-    SimRank rank = s.shape.op == OpKind::GemmReduceScatter        ? gemm_rs_fused(p, s, topo)
+    SimRank rank = s.shape.op == OpKind::GemmAllToAll             ? gemm_alltoall_fused(p, s, topo)
+                   : s.shape.op == OpKind::GemmReduceScatter      ? gemm_rs_fused(p, s, topo)
                    : s.shape.op == OpKind::EmbeddingAllToAll      ? embedding_fused(p, s, topo)
                    : gemv_algorithm(s) == FusedAlgorithm::OneShot ? gemv_one_shot(p, s, topo)
                                                                   : gemv_two_shot(p, s, topo);
@@ -520,7 +508,8 @@ double sequential_call(const Profile& p, const SimSetup& s, const SimCosts& cost
 
 // The shaped mode's chunks, as the ops cut them: never more than GemvAllReduce's row blocks
 // (GemvAllReduceImpl::run_shaped) or GemmReduceScatter's rows per rank (run_unfused);
-// EmbeddingAllToAll takes the option as it is.
+// EmbeddingAllToAll and GemmAllToAll (chunks of its experts, some empty) take the option as it
+// is.
 std::size_t shaped_chunks(const SimSetup& s) {
   const auto chunks = static_cast<std::size_t>(std::max(1, s.options.shaped.chunks));
   switch (s.shape.op) {

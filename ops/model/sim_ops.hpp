@@ -6,7 +6,8 @@
 // Sequential mode: the compute kernel over the same tiles, then the collective's algorithm
 // (sim_collectives.hpp); shaped mode: chunks of tiles, each chunk's collective as a task after
 // them on a slot of its own. GemmReduceScatter: gemm_rs_order (its fused kernel's order).
-// GemmAllToAll is not simulated (its routing is per call and its planning is not separated).
+// GemmAllToAll: GemmAllToAllPlan and ExchangeTasks with headers, on fused_perf's synthetic routing
+// (sim_gemm_alltoall.hpp).
 #include <vector>
 
 #include "ops/model/predict.hpp"
@@ -15,9 +16,10 @@
 namespace tilecomm::model {
 
 /// One call to simulate: the op's shape (predict.hpp's OpShape: GemvAllReduce m, k per rank, n;
-/// EmbeddingAllToAll m = global batch, tables per rank, pool, n = dim), the layout (nodes x
-/// ranks_per_node ranks, each `cus` cores and `slots` WG slots; GemmReduceScatter m rows, k per
-/// rank, n columns) and the options the planners
+/// EmbeddingAllToAll m = global batch, tables per rank, pool, n = dim; GemmReduceScatter m rows,
+/// k per rank, n columns; GemmAllToAll m = rows each rank routes, tables = experts per rank, each
+/// k x n), the layout (nodes x ranks_per_node ranks, each `cus` cores and `slots` WG slots) and
+/// the options the planners
 /// read (remote_first, tile, fused_algorithm, shaped.chunks).
 struct SimSetup {
   OpShape shape;

@@ -268,6 +268,34 @@ TEST(Sim, GemvSequentialAndFusedByHand) {
   EXPECT_EQ(prog[0].tasks[7].label, "gather");
 }
 
+// GemmAllToAll on two nodes of one slot, tiles of 4 rows at 1 ms each, 20 rows routed per rank
+// over one expert per rank (synthetic_moe_routing: rank 0 keeps 4 and sends 16, rank 1 sends 15
+// and keeps 5), N = 8 (32 bytes a row), 32 B/ms, no latency. Rank 0 computes 4 + 1 tiles, rank
+// 1 4 + 2. Sequential: rank 1's 6 ms of compute, then its 16 rows (512 B, 16 ms) to rank 0
+// (rank 0's 15 rows, sent at 5 ms, are there by then): 22 ms. Fused: each rank first sends its
+// 24-byte header (0.75 ms), then each tile as it is done, the other rank's first; rank 1's 4
+// tiles for rank 0 (128 B, 4 ms each) leave from 1 ms, back to back: 17 ms.
+TEST(Sim, GemmAllToAllSequentialAndFusedByHand) {
+  Profile p;
+  p.gemm.c = {1 * kMs, 0, 0};
+  SimSetup s = one_slot({OpKind::GemmAllToAll, 20, 1, 8, 1, 1, 4}, 2, 1);
+  const SimCosts c = bare(0, 32 / kMs);
+  const SimModes m = simulate_modes(p, s, c);
+  EXPECT_NEAR(m.compute, 6 * kMs, 1e-9);
+  EXPECT_NEAR(m.sequential, 22 * kMs, 1e-9);
+  const std::vector<SimRank> prog = fused_program(p, s);
+  ASSERT_EQ(prog.size(), 2u);
+  // Rank 0: its header to rank 1, 4 tiles for rank 1 then 1 for itself, 4 arrivals from rank 1,
+  // the header check.
+  ASSERT_EQ(prog[0].tasks.size(), 11u);
+  EXPECT_EQ(prog[0].tasks[0].label, "header");
+  EXPECT_EQ(prog[0].tasks[1].peer, 1);
+  EXPECT_EQ(prog[0].tasks[5].peer, 0);
+  EXPECT_EQ(prog[0].tasks[6].label, "arrive");
+  EXPECT_EQ(prog[0].tasks[10].label, "check header");
+  EXPECT_NEAR(m.fused, 17 * kMs, 1e-9);
+}
+
 // GemvAllReduce's one-shot blocks across nodes are cut for the path the simulator runs
 // (sim_off_node_path: its link, its MPI messages' CPU and proxy), as an op calibrated on that
 // network would cut them: 32 KiB at 18 us a message is one block at 100 Gbit/s, four at 119 MB/s
@@ -561,7 +589,11 @@ TEST(Sim, RepeatedEmbeddingCallsOnCachedRowsCostTheWarmPoints) {
 TEST(Sim, UnsupportedSetupsAreErrors) {
   Profile p;
   SimSetup s;
-  s.shape = {OpKind::GemmAllToAll, 64, 8, 8, 1, 1, 0};
+  s.shape = {OpKind::GemmAllToAll, 64, 8, 8, 0, 1, 0};  // no experts
+  EXPECT_THROW(fused_program(p, s), Error);
+  s.shape.tables = 2;
+  EXPECT_NO_THROW(fused_program(p, s));
+  s.shape.k = 0;
   EXPECT_THROW(fused_program(p, s), Error);
   s.shape.op = OpKind::GemvAllReduce;
   s.nodes = 0;

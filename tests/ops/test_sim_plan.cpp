@@ -4,6 +4,7 @@
 // planners, ops/model/sim_ops.cpp) says each task sends. Run on one node and on pretend nodes.
 #include <tuple>
 
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
 #include "ops/model/sim_ops.hpp"
 #include "ops_test_util.hpp"
 
@@ -32,12 +33,14 @@ std::vector<Mark> marks(const Tracer& tracer) {
 }
 
 // What the plan says, mark by mark: a compute task's tile for its peer (stored, computed for
-// itself, or — when its first send is off-node — handed to the proxy), then every MPI send of a
-// task (to other owners or other nodes' leaders), in step order.
+// itself, or — when its first send is off-node — handed to the proxy; a per-call header, tile
+// -1, likewise), then every MPI send of a task (to other owners or other nodes' leaders), in step
+// order.
 std::vector<Mark> planned(const model::SimRank& rank) {
   std::vector<Mark> out;
   for (const model::SimTask& t : rank.tasks) {
-    const bool compute = t.label == "compute" || t.label == "pool";
+    const bool compute =
+        t.label == "compute" || t.label == "pool" || t.label == "gemm" || t.label == "header";
     const model::SimStep* first = nullptr;
     for (const model::SimStep& s : t.steps)
       if (s.kind == model::SimStep::Kind::Send) {
@@ -152,6 +155,41 @@ TEST(SimPlan, EmbeddingPlanIsWhatTheKernelRan) {
   EXPECT_EQ(out[0], static_cast<float>(pool));
   model::SimSetup s =
       setup_of(comm, {model::OpKind::EmbeddingAllToAll, batch, 0, dim, tables, pool, 3});
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  std::vector<Mark> got = marks(dev.tracer());
+  for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
+    if (std::get<1>(g) == comm.rank()) std::get<2>(g) = -1;
+  EXPECT_FALSE(got.empty());
+  EXPECT_EQ(got, planned(plan));
+}
+
+// GemmAllToAll on fused_perf's synthetic routing (the simulator's): 20 rows from every rank over
+// 2 experts per rank, tiles of 4 rows; the headers first, then the tiles in remote-first order.
+TEST(SimPlan, GemmAllToAllPlanIsWhatTheKernelRan) {
+  Communicator comm(MPI_COMM_WORLD);
+  if (comm.size() % comm.num_nodes() != 0) GTEST_SKIP() << "uneven nodes";
+  Device dev(one_slot_traced());
+  const std::size_t tokens = 20, experts = 2, k = 4, n = 8, p = std::size_t(comm.size());
+  OpOptions opt;
+  opt.tile = 4;
+  GemmAllToAll op(comm, dev, experts, k, n, tokens * p, tokens, opt);
+  const std::vector<std::size_t> send =
+      detail::synthetic_moe_routing(tokens, comm.rank(), experts * p);
+  std::vector<std::size_t> recv(experts * p);
+  std::size_t rows_in = 0;
+  for (int src = 0; src < comm.size(); ++src) {
+    const std::vector<std::size_t> theirs = detail::synthetic_moe_routing(tokens, src, experts * p);
+    for (std::size_t e = 0; e < experts; ++e)
+      rows_in += recv[e * p + std::size_t(src)] = theirs[op.first_expert() + e];
+  }
+  std::vector<float> w(k * n, 1.0f), x(rows_in * k, 1.0f), y(tokens * n);
+  const std::vector<const float*> weights(experts, w.data());
+  op.run(weights, x.data(), recv, send, y.data(), Mode::Fused);
+  dev.tracer().clear();
+  op.run(weights, x.data(), recv, send, y.data(), Mode::Fused);
+  EXPECT_EQ(y[0], static_cast<float>(k));
+  model::SimSetup s =
+      setup_of(comm, {model::OpKind::GemmAllToAll, tokens, k, n, experts, 1, opt.tile});
   const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
   std::vector<Mark> got = marks(dev.tracer());
   for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
