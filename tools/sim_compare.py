@@ -124,14 +124,17 @@ def main():
         return label, {m: float(re.search(rf"^\s+{m}\s+([\d.]+) us", out, re.M).group(1))
                        for m in MODES + ("compute",)}
 
-    for path in sorted(glob.glob(os.path.join(a.results, "*_*_*.json"))):
-        name = os.path.basename(path)[:-5]
-        if name.startswith("profile_"):
+    # Every row any of the runs measured (grids of different ops combine: the twenty-second
+    # session's GemmAllToAll grids with earlier ones), each from the runs that have it.
+    names = sorted({os.path.basename(path)[:-5] for g in [a.results] + a.also
+                    for path in glob.glob(os.path.join(g, "*_*_*.json"))})
+    for name in names:
+        if name.startswith("profile_") or not re.fullmatch(r"(.+)_(\d+)_(\w+)", name):
             continue
         op, size, s = re.fullmatch(r"(.+)_(\d+)_(\w+)", name).groups()
         if op not in SHAPES:
             continue
-        grids = [a.results] + [g for g in a.also if os.path.exists(os.path.join(g, name + ".json"))]
+        grids = [g for g in [a.results] + a.also if os.path.exists(os.path.join(g, name + ".json"))]
         runs = [json.load(open(os.path.join(g, name + ".json")))[0] for g in grids]
         size = re.match(r"[\w/]+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded)
         preds = []
