@@ -1,8 +1,10 @@
 #pragma once
-// Private state of GemmAllToAll: its routing, memory layout and tiles on top of the operator
-// framework (ops/common/). Set-up, the GEMM tile and the unfused modes are in gemm_alltoall.cpp,
-// the per-call routing checks and headers in gemm_alltoall_routing.cpp, the fused kernel in
-// gemm_alltoall_fused.cpp, the whole layer (run_layer: dispatch too) in gemm_alltoall_layer.cpp.
+// Private state of GemmAllToAll: its plan (tiling, routing, tiles and where they go:
+// gemm_alltoall_plan.{hpp,cpp}, which the simulator shares), memory layout and buffers on top of
+// the operator framework (ops/common/). Set-up, the GEMM tile and the unfused modes are in
+// gemm_alltoall.cpp, the per-call routing checks and headers in gemm_alltoall_routing.cpp, the
+// fused kernel in gemm_alltoall_fused.cpp, the whole layer (run_layer: dispatch too) in
+// gemm_alltoall_layer.cpp.
 
 #include <algorithm>
 #include <cstdint>
