@@ -66,6 +66,18 @@ model::SimSetup setup_of(const Communicator& comm, model::OpShape shape) {
   return s;
 }
 
+// A BlockExchange op's last fused call on `dev` against the simulator's plan of `shape` for this
+// rank. A tile for this rank itself is marked with its bytes; the plan has none.
+void expect_block_exchange_plan(const Communicator& comm, Device& dev, model::OpShape shape) {
+  const model::SimSetup s = setup_of(comm, shape);
+  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
+  std::vector<Mark> got = marks(dev.tracer());
+  for (Mark& g : got)
+    if (std::get<1>(g) == comm.rank()) std::get<2>(g) = -1;
+  EXPECT_FALSE(got.empty());
+  EXPECT_EQ(got, planned(plan));
+}
+
 // Runs a fused GemvAllReduce call with `algorithm` on a traced one-slot device and returns its
 // trace marks and the simulator's plan of them for this rank.
 std::pair<std::vector<Mark>, std::vector<Mark>> gemv_marks_and_plan(Communicator& comm,
@@ -153,14 +165,8 @@ TEST(SimPlan, EmbeddingPlanIsWhatTheKernelRan) {
   dev.tracer().clear();
   op.run(tp, bags, out.data(), Mode::Fused);
   EXPECT_EQ(out[0], static_cast<float>(pool));
-  model::SimSetup s =
-      setup_of(comm, {model::OpKind::EmbeddingAllToAll, batch, 0, dim, tables, pool, 3});
-  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
-  std::vector<Mark> got = marks(dev.tracer());
-  for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
-    if (std::get<1>(g) == comm.rank()) std::get<2>(g) = -1;
-  EXPECT_FALSE(got.empty());
-  EXPECT_EQ(got, planned(plan));
+  expect_block_exchange_plan(comm, dev,
+                             {model::OpKind::EmbeddingAllToAll, batch, 0, dim, tables, pool, 3});
 }
 
 // GemmAllToAll on fused_perf's synthetic routing (the simulator's): 20 rows from every rank over
@@ -188,14 +194,8 @@ TEST(SimPlan, GemmAllToAllPlanIsWhatTheKernelRan) {
   dev.tracer().clear();
   op.run(weights, x.data(), recv, send, y.data(), Mode::Fused);
   EXPECT_EQ(y[0], static_cast<float>(k));
-  model::SimSetup s =
-      setup_of(comm, {model::OpKind::GemmAllToAll, tokens, k, n, experts, 1, opt.tile});
-  const model::SimRank plan = model::fused_program(model::Profile{}, s)[comm.rank()];
-  std::vector<Mark> got = marks(dev.tracer());
-  for (Mark& g : got)  // a tile for this rank itself is marked with its bytes; the plan has none
-    if (std::get<1>(g) == comm.rank()) std::get<2>(g) = -1;
-  EXPECT_FALSE(got.empty());
-  EXPECT_EQ(got, planned(plan));
+  expect_block_exchange_plan(comm, dev,
+                             {model::OpKind::GemmAllToAll, tokens, k, n, experts, 1, opt.tile});
 }
 
 }  // namespace
