@@ -154,9 +154,9 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
 
 void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
-                     const Profile& p, std::uint64_t base, double hot) {
+                     const Profile& p, std::uint64_t base, double hot, bool reshape) {
   const int n = topo.size, me = topo.rank;
-  double received = recv[me];
+  double received = recv[me];  // bytes copied at the end
   const MemCosts mem(p, hot);
   for (int i = 1; i < n; ++i) {
     const int q = (me + i) % n;
@@ -167,7 +167,7 @@ void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
     const int s = (me - i + n) % n;
     if (recv[s] <= 0) continue;
     steps.push_back(SimStep::await(s, base));
-    received += recv[s];
+    if (reshape || topo.on_node(s)) received += recv[s];
   }
   steps.push_back(SimStep::compute(mem.copy(received)));
 }

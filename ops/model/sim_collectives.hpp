@@ -34,10 +34,12 @@ void allreduce_steps(std::vector<SimStep>& steps, const detail::Topology& topo, 
 void reduce_scatter_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
                           const Profile& p, std::uint64_t base, double hot = 0);
 /// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q, `recv[q]` from q,
-/// then a copy of everything received (the operators reshape it into their output).
+/// then a copy of everything received (`reshape`: EmbeddingAllToAll reshapes it into its output),
+/// or only of what the collective itself copies (the on-node peers' bytes out of their segments
+/// and this rank's own: off-node bytes land in place; GemmAllToAll receives into its y).
 void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
-                     const Profile& p, std::uint64_t base, double hot = 0);
+                     const Profile& p, std::uint64_t base, double hot = 0, bool reshape = true);
 
 /// The share of a collective's input still in the L2 of the core whose compute kernel has just
 /// written it: the L2 keeps the last l2_bytes the compute touched, and the input is spread over

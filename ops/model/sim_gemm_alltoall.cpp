@@ -138,7 +138,7 @@ std::vector<SimStep> gemm_alltoall_chunk_collective(const Profile& p, const SimS
     recv[q] = double(plan.y_row(g1) - plan.y_row(g0)) * row;
   }
   std::vector<SimStep> steps;
-  alltoallv_steps(steps, topo, send, recv, p, base, hot);
+  alltoallv_steps(steps, topo, send, recv, p, base, hot, false);  // into y: no reshape
   return steps;
 }
 

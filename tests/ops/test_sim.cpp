@@ -399,6 +399,24 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
   EXPECT_NEAR(on_node_collective(p, 1e6, false), 0.75 * kMs, 1e-9);
 }
 
+// An All-to-Allv's last step copies what the collective itself copies -- this rank's own bytes
+// and the on-node peers' out of their segments -- plus, for an op that reshapes its output
+// (EmbeddingAllToAll), the off-node bytes too: rank 0 of 2 nodes x 2 ranks receiving 100 B from
+// itself, 200 from its node mate and 400 + 800 from the other node, at 1 ns a byte.
+TEST(Sim, AllToAllvCopiesOffNodeBytesOnlyToReshape) {
+  Profile p;
+  p.shm.measured = true;
+  p.shm.time.c = {0, 1e-9, 0};
+  const detail::Topology topo = detail::block_topology(0, 2, 2);
+  const std::vector<double> send{100, 100, 100, 100}, recv{100, 200, 400, 800};
+  for (const bool reshape : {true, false}) {
+    std::vector<SimStep> steps;
+    alltoallv_steps(steps, topo, send, recv, p, 1, 0, reshape);
+    ASSERT_EQ(steps.back().kind, SimStep::Kind::Compute);
+    EXPECT_NEAR(steps.back().seconds, (reshape ? 1500 : 300) * 1e-9, 1e-15);
+  }
+}
+
 // The collective after a compute kernel finds its input in the L2 as far as the kernel's
 // footprint leaves it there (hot_share: the L2 keeps the last l2_bytes touched): its adds cost the
 // hot points and its copies the shm path's ping-pong per byte. The setup above (1 MB: 1.75 ms
