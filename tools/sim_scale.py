@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Scale-out prediction (docs/model.md "Simulator", README "At scale"): tilecomm_sim at 8-128 nodes
-for the DLRM-style EmbeddingAllToAll (weak scaling: batch and tables per rank fixed) and a
-tensor-parallel decode layer (GemvAllReduce M=4096 x K=4096, K split over the ranks, one vector).
+for the DLRM-style EmbeddingAllToAll (weak scaling: batch and tables per rank fixed), a
+tensor-parallel decode layer (GemvAllReduce M=4096 x K=4096, K split over the ranks, one vector)
+and an expert-parallel MoE layer's expert GEMM + All-to-All back (GemmAllToAll, weak scaling: one
+expert per rank, --moe-tokens rows per rank routed over all experts by fused_perf's synthetic
+pattern, Mixtral's down projection sliced as the workloads slice it: K = 14336 / 8, N = 4096).
 Writes the predictions as JSON lines, a markdown table on stdout and an SVG plot (no matplotlib
 here: the SVG is written by hand).
 
@@ -30,13 +33,15 @@ def workloads(n, a):
     one_shot = ["--fused-algorithm", "one_shot"]
     yield ("decode_one_shot", "gemv_allreduce", decode, one_shot)
     yield ("decode_one_shot_tile1024", "gemv_allreduce", decode + ",tile=1024", one_shot)
+    yield ("moe", "gemm_alltoall", f"tokens={a.moe_tokens},K=1792,N=4096,experts=1", [])
 
 
 def svg(rows, path):
     """Sequential (dashed) and fused (solid) time per call against nodes, log-log."""
     import math
     names = sorted({r["name"] for r in rows})
-    colours = {"dlrm": "#1f77b4", "decode": "#9467bd", "decode_one_shot": "#d62728",
+    colours = {"dlrm": "#1f77b4", "moe": "#ff7f0e", "decode": "#9467bd",
+               "decode_one_shot": "#d62728",
                "decode_one_shot_tile1024": "#2ca02c"}
     w, h, left, top, pw, ph = 760, 460, 80, 40, 560, 340
     vals = [r[m] for r in rows for m in ("sequential_us", "fused_us")]
@@ -82,6 +87,7 @@ def main():
     ap.add_argument("--pool", type=int, default=20)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--bag-tile", type=int, default=256)
+    ap.add_argument("--moe-tokens", type=int, default=4096, help="MoE rows routed per rank")
     ap.add_argument("--out", default="bench/results/sim/scale.jsonl")
     ap.add_argument("--svg", default="docs/sim_scale.svg")
     a = ap.parse_args()
