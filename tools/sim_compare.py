@@ -129,11 +129,10 @@ def main():
     names = sorted({os.path.basename(path)[:-5] for g in [a.results] + a.also
                     for path in glob.glob(os.path.join(g, "*_*_*.json"))})
     for name in names:
-        if name.startswith("profile_") or not re.fullmatch(r"(.+)_(\d+)_(\w+)", name):
+        row = re.fullmatch(r"(.+)_(\d+)_(\w+)", name)
+        if name.startswith("profile_") or not row or row.group(1) not in SHAPES:
             continue
-        op, size, s = re.fullmatch(r"(.+)_(\d+)_(\w+)", name).groups()
-        if op not in SHAPES:
-            continue
+        op, size, s = row.groups()
         grids = [g for g in [a.results] + a.also if os.path.exists(os.path.join(g, name + ".json"))]
         runs = [json.load(open(os.path.join(g, name + ".json")))[0] for g in grids]
         size = re.match(r"[\w/]+=(\d+)", runs[0]["shape"]).group(1)  # as run (M rounded)

@@ -95,7 +95,7 @@ GemmAllToAllImpl::GemmAllToAllImpl(Communicator& comm, Device& device, std::size
     input_floats = std::max(input_floats, input_slot(o, p));
   // An inbox half is also the zero-copy output of its calls (output()): at least max_rows_out rows.
   fused_exchange.reserve(layout, p, block_flags, std::max(other_local * slot_rows, max_out_all) * n,
-                         2 * most_experts);
+                         gemm_alltoall_header_words(most_experts));
   fused_exchange.reserve_inputs(input_floats, input_flags);
   ctx.map_segment(layout);
   fused_exchange.bind(ctx, n, "GemmAllToAll: result tile");

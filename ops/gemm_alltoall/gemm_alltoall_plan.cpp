@@ -7,7 +7,7 @@
 namespace tilecomm::detail {
 
 void GemmAllToAllPlan::set_tiling(std::size_t k, std::size_t tile) {
-  tile_rows = tile ? tile : 32;
+  tile_rows = tile ? tile : kGemmAllToAllTileRows;
   tile_cols = std::min<std::size_t>(n, 256);
   // Tiles bound for (or coming from) another node (gemm_alltoall_off_rows): as many rows as fit
   // the eager limit, so narrow results do not go out as many small MPI messages (each costs its

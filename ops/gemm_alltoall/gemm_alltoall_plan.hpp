@@ -13,6 +13,16 @@
 
 namespace tilecomm::detail {
 
+/// Words of the per-call header a pair of ranks exchanges (fill_header: a count per expert either
+/// rank owns, each way), for ranks of at most `most_experts` experts; BlockExchange adds its
+/// zero-copy word.
+inline std::size_t gemm_alltoall_header_words(std::size_t most_experts) {
+  return 2 * most_experts;
+}
+
+/// Rows of a GEMM row tile unless OpOptions::tile says otherwise.
+inline constexpr std::size_t kGemmAllToAllTileRows = 32;
+
 /// Rows of a result tile between ranks of one node (this rank included) for a K x N expert GEMM
 /// in tiles of `tile_rows` x min(N, 256): the fewest whole row tiles, up to 16, whose GEMM (per
 /// row: K x columns multiply-adds, K floats of X read and the columns' results stored) pays for the

@@ -239,7 +239,7 @@ std::size_t default_tile(const OpShape& s, const Layout& l, const detail::OffNod
       return detail::embedding_default_tile(s.m, p, s.tables * static_cast<std::size_t>(p), slots,
                                             s.n, l.nodes > 1);
     case OpKind::GemmAllToAll:
-      return detail::gemm_alltoall_node_rows(s.k, s.n, 32);
+      return detail::gemm_alltoall_node_rows(s.k, s.n, detail::kGemmAllToAllTileRows);
     case OpKind::GemmReduceScatter:
       return detail::gemm_rs_default_tile(s.m, slots, s.n, l.nodes > 1);
   }

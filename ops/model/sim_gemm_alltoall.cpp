@@ -48,10 +48,9 @@ double tile_s(const Profile& p, const SimSetup& s, const GemmTile& t) {
   return std::max(0.0, p.gemm.at(rows, rows * double(s.shape.k) * cols));
 }
 
-// PeerHeaders' words: two counts per expert of the larger rank of the pair, and the exchange's
-// zero-copy word (GemmAllToAllImpl: 2 x most_experts + 1).
+// The per-call header's words and the exchange's zero-copy word (every rank: shape.tables experts).
 double header_bytes(const SimSetup& s) {
-  return double(2 * s.shape.tables + 1) * sizeof(std::uint64_t);
+  return double(gemm_alltoall_header_words(s.shape.tables) + 1) * sizeof(std::uint64_t);
 }
 
 // A message between this rank and `peer`: through the node's segment (a flag) or MPI.

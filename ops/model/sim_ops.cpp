@@ -11,6 +11,7 @@
 #include "ops/common/op_util.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/embedding_alltoall/embedding_alltoall_plan.hpp"
+#include "ops/gemm_alltoall/gemm_alltoall_plan.hpp"
 #include "ops/gemm_reduce_scatter/gemm_reduce_scatter_plan.hpp"
 #include "ops/gemv_allreduce/gemv_allreduce_plan.hpp"
 #include "ops/model/sim_collectives.hpp"
@@ -456,7 +457,7 @@ std::size_t sim_tile(const SimSetup& s) {
                              s.nodes > 1, s.off_node);
   if (s.shape.op == OpKind::GemmReduceScatter)
     return gemm_rs_default_tile(s.shape.m, slots, s.shape.n, s.nodes > 1);
-  if (s.shape.op == OpKind::GemmAllToAll) return 32;  // its row tiles (GemmAllToAllPlan)
+  if (s.shape.op == OpKind::GemmAllToAll) return kGemmAllToAllTileRows;
   return embedding_default_tile(s.shape.m, s.ranks(), s.shape.tables * s.ranks(), slots, s.shape.n,
                                 s.nodes > 1);
 }
