@@ -190,38 +190,23 @@ Points calibrate_gemm(std::vector<float>& big, const Sync& sync) {
 // weights or tables through them). `big` is walked through in two halves, source and destination.
 // A hot loop measured 3-10x faster than a call's collective gets: a 4 MiB embedding All-to-All at
 // np 2 takes 2 ms after its compute, the hot ping-pong's 40 GB/s promised 0.2.
-std::pair<float*, float*> cold_pair(std::vector<float>& big, std::size_t floats, int r,
-                                    std::size_t window = 0) {
-  const std::size_t half = big.size() / 2;
-  const std::size_t slots =
-      std::max<std::size_t>(1, (window ? std::min(window, half) : half) / floats);
+std::pair<float*, float*> cold_pair(std::vector<float>& big, std::size_t floats, int r) {
+  const std::size_t half = big.size() / 2, slots = half / floats;
   const std::size_t off = (static_cast<std::size_t>(r) % slots) * floats;
   return {big.data() + off, big.data() + half + off};
 }
 
-// Where a reduction's or a copy's arrays are (MemCosts): memory the caches do not hold (Cold), the
-// L3 and not the L2 (Warm: a window at the start of `big`'s two halves, each a sixteenth of the
-// L3 (2 MiB on this VM: 4 MiB a rank, past the 1 MiB L2, and half the L3 for the four ranks of
-// tools/cluster's four nodes), walked through), or the L2 (Hot: the start of the halves, again and
-// again: a collective's input the compute before it has just written).
-enum class Tier { Cold, Warm, Hot };
-
-// The floats of a Warm window (one half's).
-std::size_t warm_window(double cache_bytes) {
-  const double bytes = cache_bytes > 0 ? cache_bytes / 16 : 2e6;
-  return static_cast<std::size_t>(bytes / sizeof(float));
-}
-
-Points calibrate_reduce(std::vector<float>& big, const Sync& sync, Tier tier, std::size_t window) {
+// Adds as above (cold), or `hot`: on 4-256 KiB arrays the L2 holds (the start of `big`'s two
+// halves, added again and again), a collective's input the compute before it has just written
+// (MemCosts).
+Points calibrate_reduce(std::vector<float>& big, const Sync& sync, bool hot) {
   Points pts;
   const std::vector<std::size_t> sizes =
-      tier == Tier::Hot    ? std::vector<std::size_t>{1 << 10, 1 << 12, 1 << 14, 1 << 16}
-      : tier == Tier::Warm ? std::vector<std::size_t>{1 << 13, 1 << 15, 1 << 17}
-                           : std::vector<std::size_t>{1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20};
+      hot ? std::vector<std::size_t>{1 << 10, 1 << 12, 1 << 14, 1 << 16}
+          : std::vector<std::size_t>{1 << 10, 1 << 13, 1 << 16, 1 << 18, 1 << 20};
   for (std::size_t n : sizes) {
     auto add = [&](int r) {
-      const auto [x, y] =
-          cold_pair(big, n, tier == Tier::Hot ? 0 : r, tier == Tier::Warm ? window : 0);
+      const auto [x, y] = cold_pair(big, n, hot ? 0 : r);
       for (std::size_t i = 0; i < n; ++i)
         y[i] += x[i];
     };
@@ -232,17 +217,12 @@ Points calibrate_reduce(std::vector<float>& big, const Sync& sync, Tier tier, st
   return pts;
 }
 
-// The per-byte cost of a bulk on-node copy (the fit t = c0 + c1 bytes, c1), the slowest rank's:
-// Cold, or Warm in a `window` (calibrate_reduce).
-double calibrate_bulk_copy(Communicator& comm, std::vector<float>& big, const Sync& sync, Tier tier,
-                           std::size_t window) {
+// The per-byte cost of a bulk on-node copy (the fit t = c0 + c1 bytes, c1), the slowest rank's.
+double calibrate_bulk_copy(Communicator& comm, std::vector<float>& big, const Sync& sync) {
   Points pts;
-  const std::vector<std::size_t> sizes =
-      tier == Tier::Warm ? std::vector<std::size_t>{1 << 13, 1 << 15, 1 << 17}
-                         : std::vector<std::size_t>{1 << 14, 1 << 16, 1 << 18, 1 << 20};
-  for (std::size_t n : sizes) {
+  for (std::size_t n : {1 << 14, 1 << 16, 1 << 18, 1 << 20}) {
     auto copy = [&](int r) {
-      const auto [from, to] = cold_pair(big, n, r, tier == Tier::Warm ? window : 0);
+      const auto [from, to] = cold_pair(big, n, r);
       std::memcpy(to, from, n * sizeof(float));
     };
     const int reps = reps_for(copy);
@@ -280,7 +260,7 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
   p.nodes = topo.num_nodes;
   p.cache_bytes = cache_bytes_at(0);
   p.l2_bytes = cache_bytes_at(2);
-  double bulk_beta = 0, warm_beta = 0;
+  double bulk_beta = 0;
   {
     // Compute: every rank at once, one thread each (a CU's WG runs the kernel this way), point by
     // point (Sync).
@@ -293,21 +273,15 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
     p.embedding = calibrate_embedding(big, sync, false).compute_fit(comm);
     p.embedding_warm = calibrate_embedding(big, sync, true).compute_fit(comm);
     p.gemm = calibrate_gemm(big, sync).compute_fit(comm);
-    const std::size_t window = warm_window(p.cache_bytes);
-    p.reduce = calibrate_reduce(big, sync, Tier::Cold, 0).slowest(comm).fit(2);
-    p.reduce_warm = calibrate_reduce(big, sync, Tier::Warm, window).slowest(comm).fit(2);
-    p.reduce_hot = calibrate_reduce(big, sync, Tier::Hot, 0).slowest(comm).fit(2);
-    bulk_beta = calibrate_bulk_copy(comm, big, sync, Tier::Cold, 0);
-    warm_beta = calibrate_bulk_copy(comm, big, sync, Tier::Warm, window);
+    p.reduce = calibrate_reduce(big, sync, false).slowest(comm).fit(2);
+    p.reduce_hot = calibrate_reduce(big, sync, true).slowest(comm).fit(2);
+    bulk_beta = calibrate_bulk_copy(comm, big, sync);
   }
   barrier(comm);
   // Paths: on-node (shared segment) with local rank 1; MPI with the first off-node rank, else
   // (one node) with rank 1 through MPI's own on-node transport.
   p.shm = model::calibrate_shm(comm, p.flag_s);
-  if (p.shm.measured) {
-    p.shm.bulk_beta = bulk_beta;
-    p.shm.warm_beta = warm_beta;
-  }
+  if (p.shm.measured) p.shm.bulk_beta = bulk_beta;
   barrier(comm);
   // (Rank 0 decides: on_node() is relative to the caller.)
   int partner = -1;
@@ -365,7 +339,6 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
       out += fit_row("embedding warm", "the same, the rows in the caches", p.embedding_warm);
       out += fit_row("gemm", "x1 = rows, x2 = rows K N", p.gemm);
       out += fit_row("reduce", "x1 = bytes added (cold)", p.reduce);
-      out += fit_row("reduce warm", "x1 = bytes added (in the L3)", p.reduce_warm);
       out += fit_row("reduce hot", "x1 = bytes added (in the L2)", p.reduce_hot);
       out += "paths (one message: t = alpha + beta bytes; CPU per message):\n";
       for (const auto& [name, pc] :
@@ -383,9 +356,8 @@ std::string calibrate(Communicator& comm, Device& device, const CalibrateOptions
         if (pc.bulk_beta > 0)
           out += fmt::format(
               "       (beta: the larger of a ping-pong's {:.2f} GB/s and a cold bulk "
-              "copy's {:.2f} GB/s, every rank of the node copying; in the L3 {:.2f} GB/s)\n",
-              pc.time.c[1] > 0 ? 1e-9 / pc.time.c[1] : 0.0, 1e-9 / pc.bulk_beta,
-              pc.warm_beta > 0 ? 1e-9 / pc.warm_beta : 0.0);
+              "copy's {:.2f} GB/s, every rank of the node copying)\n",
+              pc.time.c[1] > 0 ? 1e-9 / pc.time.c[1] : 0.0, 1e-9 / pc.bulk_beta);
       }
       if (p.link_bytes_per_s > 0)
         out += fmt::format(

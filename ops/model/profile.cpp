@@ -42,9 +42,11 @@ Fit fit_from(const json& j) {
   return f;
 }
 json path_json(const PathCost& p) {
-  return {{"measured", p.measured},           {"time", fit_json(p.time)},
-          {"cpu_send", fit_json(p.cpu_send)}, {"cpu_recv", fit_json(p.cpu_recv)},
-          {"bulk_beta", p.bulk_beta},         {"warm_beta", p.warm_beta}};
+  return {{"measured", p.measured},
+          {"time", fit_json(p.time)},
+          {"cpu_send", fit_json(p.cpu_send)},
+          {"cpu_recv", fit_json(p.cpu_recv)},
+          {"bulk_beta", p.bulk_beta}};
 }
 PathCost path_from(const json& j) {
   PathCost p;
@@ -53,7 +55,6 @@ PathCost path_from(const json& j) {
   p.cpu_send = fit_from(j.at("cpu_send"));
   p.cpu_recv = fit_from(j.at("cpu_recv"));
   p.bulk_beta = j.value("bulk_beta", 0.0);  // older profiles have none
-  p.warm_beta = j.value("warm_beta", 0.0);
   return p;
 }
 }  // namespace
@@ -78,8 +79,7 @@ std::string to_json_text(const Profile& p) {
               {"embedding_warm", fit_json(p.embedding_warm)},
               {"gemm", fit_json(p.gemm)},
               {"reduce", fit_json(p.reduce)},
-              {"reduce_hot", fit_json(p.reduce_hot)},
-              {"reduce_warm", fit_json(p.reduce_warm)}}},
+              {"reduce_hot", fit_json(p.reduce_hot)}}},
             {"paths",
              {{"shm", path_json(p.shm)},
               {"mpi", path_json(p.mpi)},
@@ -123,7 +123,6 @@ Profile load_profile(const std::string& path) {
     p.gemm = fit_from(c.at("gemm"));
     p.reduce = fit_from(c.at("reduce"));
     if (c.contains("reduce_hot")) p.reduce_hot = fit_from(c.at("reduce_hot"));  // older: none
-    if (c.contains("reduce_warm")) p.reduce_warm = fit_from(c.at("reduce_warm"));
     p.shm = path_from(j.at("paths").at("shm"));
     p.mpi = path_from(j.at("paths").at("mpi"));
     p.link_bytes_per_s = j.at("paths").value("link_bytes_per_s", 0.0);  // older: not measured

@@ -52,10 +52,6 @@ struct PathCost {
   /// memory the caches do not hold (0: not measured). The ping-pong's buffers stay in the caches,
   /// a call's collective runs after compute that streamed past them.
   double bulk_beta = 0;
-  /// On-node only: the same with the arrays in the L3 and not the L2 (a collective's input the
-  /// compute before it wrote, on a node whose working set the L3 holds: sim_collectives.hpp's
-  /// Residency; 0: not measured, as in profiles before 2026-11-29's twenty-third session).
-  double warm_beta = 0;
   double alpha() const { return time.c[0]; }
   /// Per-byte cost of a message: the bulk copy's when measured and dearer, else the ping-pong's.
   double beta() const { return std::max(time.c[1], bulk_beta); }
@@ -91,8 +87,6 @@ struct Profile {
   /// The same with the arrays in the L2 (a collective's input its compute has just written,
   /// MemCosts). Empty (0 points) in older profiles.
   Fit reduce_hot;
-  /// The same with the arrays in the L3 and not the L2 (Residency). Empty in older profiles.
-  Fit reduce_warm;
   /// Paths: on-node through the shared segment (a copy into the peer's segment and a release
   /// flag), off-node through MPI point-to-point.
   PathCost shm, mpi;

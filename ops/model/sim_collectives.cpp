@@ -35,34 +35,13 @@ double hot_share(const Profile& p, double footprint) {
   return footprint <= p.l2_bytes ? 1.0 : p.l2_bytes / footprint;
 }
 
-double l3_share(const Profile& p, double footprint, int sharing) {
-  if (p.cache_bytes <= 0 || p.reduce_warm.points == 0) return 0;
-  const double w = footprint * double(std::max(1, sharing));
-  return w <= 0 ? 1.0 : std::clamp(std::log2(p.cache_bytes / w), 0.0, 1.0);
-}
-
-namespace {
-// The shares of the L2, the L3 alone and memory, for a profile that measured the L2's (`hot`) and
-// the L3's (`warm`) costs: a tier it did not measure goes to the next colder one.
-struct Tiers {
-  double l2, l3, mem;
-};
-Tiers tiers(const Residency& in, bool hot, bool warm) {
-  const double l2 = hot ? std::clamp(in.l2, 0.0, 1.0) : 0.0;
-  const double l3 = warm ? std::max(std::clamp(in.l3, 0.0, 1.0), l2) - l2 : 0.0;
-  return {l2, l3, 1 - l2 - l3};
-}
-}  // namespace
-
 double MemCosts::reduce(double bytes) const {
   if (bytes <= 0) return 0;
-  auto cost = [bytes](const Fit& f) {
+  auto at = [bytes](const Fit& f) {
     const double t = f.at(bytes);
     return t > 0 ? t : f.c[1] * bytes;
   };
-  const Tiers t = tiers(at, p.reduce_hot.points > 0, p.reduce_warm.points > 0);
-  return (t.l2 > 0 ? t.l2 * cost(p.reduce_hot) : 0) + (t.l3 > 0 ? t.l3 * cost(p.reduce_warm) : 0) +
-         (t.mem > 0 ? t.mem * cost(p.reduce) : 0);
+  return hot > 0 ? hot * at(p.reduce_hot) + (1 - hot) * at(p.reduce) : at(p.reduce);
 }
 
 double MemCosts::copy(double bytes) const {
@@ -70,13 +49,11 @@ double MemCosts::copy(double bytes) const {
   // A copy streams memory as a reduction does: the segment's per-byte cost when the profile
   // measured it, else the reduction's (a profile made with one rank per node has no shm path,
   // and borrowing the MPI path's beta would charge a network's rate for a memcpy).
-  // The ping-pong's per-byte cost (its buffers hot) for the L2's share, the warm bulk copy's for
-  // the L3's.
+  // The ping-pong's per-byte cost (its buffers hot) for the hot share.
   const bool shm = p.shm.measured && p.shm.beta() > 0;
   const double cold_beta = shm ? p.shm.beta() : p.reduce.c[1];
   const double hot_beta = shm && p.shm.time.c[1] > 0 ? p.shm.time.c[1] : cold_beta;
-  const Tiers t = tiers(at, p.reduce_hot.points > 0, shm && p.shm.warm_beta > 0);
-  const double beta = t.l2 * hot_beta + t.l3 * p.shm.warm_beta + t.mem * cold_beta;
+  const double beta = hot * hot_beta + (1 - hot) * cold_beta;
   return beta > 0 ? beta * bytes : 0;
 }
 
@@ -93,10 +70,10 @@ void node_exchange(std::vector<SimStep>& steps, const Topology& topo, std::uint6
 }  // namespace
 
 void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
-                     const Profile& p, std::uint64_t base, Residency in) {
+                     const Profile& p, std::uint64_t base, double hot) {
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
-  const MemCosts mem(p, in);
+  const MemCosts mem(p, hot);
   if (nn == 1 && bytes <= DefaultThresholds::allreduce_one_shot_max_for(q)) {
     // one_shot: every rank stages its input, every rank reduces all of them.
     node_exchange(steps, topo, base);
@@ -143,10 +120,10 @@ void allreduce_steps(std::vector<SimStep>& steps, const Topology& topo, double b
 }
 
 void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, double bytes,
-                          const Profile& p, std::uint64_t base, Residency in) {
+                          const Profile& p, std::uint64_t base, double hot) {
   const int q = topo.local_size, nn = topo.num_nodes;
   if (topo.size <= 1) return;
-  const MemCosts mem(p, in);
+  const MemCosts mem(p, hot);
   const double node_slice = bytes / q;  // what a local rank sums for its node
   if (q > 1) {
     // Stage the input in the segment (shm: every block but mine; hierarchical: every block),
@@ -177,28 +154,22 @@ void reduce_scatter_steps(std::vector<SimStep>& steps, const Topology& topo, dou
 
 void alltoallv_steps(std::vector<SimStep>& steps, const Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
-                     const Profile& p, std::uint64_t base, Residency in, bool reshape) {
+                     const Profile& p, std::uint64_t base, double hot, bool reshape) {
   const int n = topo.size, me = topo.rank;
-  const MemCosts mem(p, in);
-  double copied = recv[me], received = recv[me];  // the collective's copies; everything received
+  double received = recv[me];  // bytes copied at the end
+  const MemCosts mem(p, hot);
   for (int i = 1; i < n; ++i) {
     const int q = (me + i) % n;
     if (send[q] <= 0) continue;
-    if (topo.on_node(q)) {  // alltoallv(shm): the block copied into the segment, then a flag
-      steps.push_back(SimStep::compute(mem.copy(send[q])));
-      steps.push_back(SimStep::send(q, base, 0, SimPath::Flag));
-    } else {
-      steps.push_back(SimStep::send(q, base, send[q], SimPath::Mpi));
-    }
+    steps.push_back(SimStep::send(q, base, send[q], topo.on_node(q) ? SimPath::Shm : SimPath::Mpi));
   }
   for (int i = 1; i < n; ++i) {
     const int s = (me - i + n) % n;
     if (recv[s] <= 0) continue;
     steps.push_back(SimStep::await(s, base));
-    received += recv[s];
-    if (topo.on_node(s)) copied += recv[s];
+    if (reshape || topo.on_node(s)) received += recv[s];
   }
-  steps.push_back(SimStep::compute(mem.copy(copied + (reshape ? received : 0))));
+  steps.push_back(SimStep::compute(mem.copy(received)));
 }
 
 }  // namespace tilecomm::model

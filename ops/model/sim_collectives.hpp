@@ -21,32 +21,25 @@
 
 namespace tilecomm::model {
 
-/// Where a collective finds its input: the share of it in the L2 (`l2`, hot_share) and in the L3
-/// (`l3` >= l2: the L2's share counts in it; l3_share), the rest in memory.
-struct Residency {
-  double l2 = 0, l3 = 0;
-};
-
 /// Appends rank topo.rank's steps of an AllReduce of `bytes` per rank; messages keyed from `base`
-/// (the caller keeps bases of different collectives apart by at least 16). `in`: where the compute
-/// before it left the input, for this and the two collectives below.
+/// (the caller keeps bases of different collectives apart by at least 16). `hot`: the share of
+/// the input in the L2 (hot_share), for this and the two collectives below.
 void allreduce_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
-                     const Profile& p, std::uint64_t base, Residency in = {});
+                     const Profile& p, std::uint64_t base, double hot = 0);
 /// Appends rank topo.rank's steps of a ReduceScatter of `bytes` per rank (every rank ends with
 /// bytes / p of the sum), ReduceOrder::Canonical: one node: through the segment (read the p - 1
 /// peers' parts of my slice, add); across nodes: hierarchical (a node-local reduce-scatter, then a
 /// direct reduce-scatter of each node slice between the ranks of the same local rank, in messages
 /// of ~256 KiB posted at once and folded one by one as they arrive, as the collective does).
 void reduce_scatter_steps(std::vector<SimStep>& steps, const detail::Topology& topo, double bytes,
-                          const Profile& p, std::uint64_t base, Residency in = {});
-/// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q (on the node: a
-/// copy into the segment and a flag), `recv[q]` from q, then the collective's own copies (this
-/// rank's block, and the on-node peers' out of their segments: off-node bytes land in place),
-/// and with `reshape` a copy of everything received (EmbeddingAllToAll reshapes it into its
-/// output; GemmAllToAll receives into its y).
+                          const Profile& p, std::uint64_t base, double hot = 0);
+/// Appends rank topo.rank's steps of an All-to-Allv: `send[q]` bytes to rank q, `recv[q]` from q,
+/// then a copy of everything received (`reshape`: EmbeddingAllToAll reshapes it into its output),
+/// or only of what the collective itself copies (the on-node peers' bytes out of their segments
+/// and this rank's own: off-node bytes land in place; GemmAllToAll receives into its y).
 void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,
                      const std::vector<double>& send, const std::vector<double>& recv,
-                     const Profile& p, std::uint64_t base, Residency in = {}, bool reshape = true);
+                     const Profile& p, std::uint64_t base, double hot = 0, bool reshape = true);
 
 /// The share of a collective's input still in the L2 of the core whose compute kernel has just
 /// written it: the L2 keeps the last l2_bytes the compute touched, and the input is spread over
@@ -54,28 +47,17 @@ void alltoallv_steps(std::vector<SimStep>& steps, const detail::Topology& topo,
 /// 0 for a profile without l2_bytes or reduce_hot points (older ones).
 double hot_share(const Profile& p, double footprint);
 
-/// The share of a collective's input still in the L3 after a compute kernel of `footprint` bytes
-/// per rank on each of the `sharing` ranks of one L3: all of it while their working set w =
-/// footprint x sharing is at most half the L3, none once w reaches the whole L3, log2(L3 / w)
-/// between (a victim L3 keeps half its size of data written among streamed inputs whole; at its
-/// size it keeps little: one node's GEMV M 262144, w = 36 MB, finds its 1 MiB AllReduce in memory).
-/// 0 for a profile without cache_bytes or L3 points (reduce_warm, before 2026-11-29's twenty-third
-/// session).
-double l3_share(const Profile& p, double footprint, int sharing);
-
-/// Costs of the simple CPU work a collective's step does, adding or copying `bytes` of floats, by
-/// where they are (Residency): the L2's share at the hot points (reduce_hot; a copy at the shm
-/// path's ping-pong per byte), the rest of the L3's at the warm ones (reduce_warm; the shm path's
-/// warm_beta), the rest at the cold ones (reduce; a copy at the path's beta(), the bulk copy's).
-/// A tier the profile did not measure is charged at the next colder one.
+/// Costs of the simple CPU work a collective's step does, adding or copying `bytes` of floats:
+/// the `hot` share (hot_share) at the hot points (reduce_hot; a copy at the shm path's ping-pong
+/// per byte), the rest at the cold ones (reduce; a copy at the path's beta(), the bulk copy's).
 struct MemCosts {
-  explicit MemCosts(const Profile& profile, Residency in = {}) : p(profile), at(in) {}
+  explicit MemCosts(const Profile& profile, double share = 0) : p(profile), hot(share) {}
   double reduce(double bytes) const;
   double copy(double bytes) const;
   const Profile& p;
-  Residency at;
+  double hot = 0;
 };
-/// The cold costs (MemCosts with the input in no cache): the fused tiles' adds and copies.
+/// The cold costs (MemCosts with no hot share): the fused tiles' adds and copies.
 inline double reduce_seconds(const Profile& p, double bytes) {
   return MemCosts(p).reduce(bytes);
 }

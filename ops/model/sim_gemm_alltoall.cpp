@@ -122,7 +122,7 @@ std::vector<double> gemm_alltoall_chunk_tiles(const Profile& p, const SimSetup& 
 std::vector<SimStep> gemm_alltoall_chunk_collective(const Profile& p, const SimSetup& s,
                                                     const Topology& topo, std::size_t c,
                                                     std::size_t nc, std::uint64_t base,
-                                                    Residency in) {
+                                                    double hot) {
   const GemmAllToAllPlan plan = plan_of(s, topo);
   const int n = topo.size;
   const std::size_t ne = plan.local_experts, e0 = split_begin(ne, nc, c),
@@ -137,7 +137,7 @@ std::vector<SimStep> gemm_alltoall_chunk_collective(const Profile& p, const SimS
     recv[q] = double(plan.y_row(g1) - plan.y_row(g0)) * row;
   }
   std::vector<SimStep> steps;
-  alltoallv_steps(steps, topo, send, recv, p, base, in, false);  // into y: no reshape
+  alltoallv_steps(steps, topo, send, recv, p, base, hot, false);  // into y: no reshape
   return steps;
 }
 

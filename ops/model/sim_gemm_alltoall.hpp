@@ -8,7 +8,6 @@
 
 #include "collectives/topology.hpp"
 #include "ops/model/sim.hpp"
-#include "ops/model/sim_collectives.hpp"
 #include "ops/model/sim_ops.hpp"
 
 namespace tilecomm::model {
@@ -25,7 +24,6 @@ std::vector<double> gemm_alltoall_chunk_tiles(const Profile& p, const SimSetup& 
 /// rank's chunk experts, from each owner the rows of its chunk experts.
 std::vector<SimStep> gemm_alltoall_chunk_collective(const Profile& p, const SimSetup& s,
                                                     const detail::Topology& topo, std::size_t c,
-                                                    std::size_t nc, std::uint64_t base,
-                                                    Residency in);
+                                                    std::size_t nc, std::uint64_t base, double hot);
 
 }  // namespace tilecomm::model

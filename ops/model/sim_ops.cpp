@@ -37,15 +37,6 @@ double compute_footprint(const SimSetup& s) {
   return m * double(s.shape.tables) * double(s.shape.pool + 1) * n * kFloat;
 }
 
-// Where a chunk of `chunks` finds its collective's input: the L2 holds the last of the chunk's
-// compute (hot_share of its footprint), the L3 what the whole call's working set leaves there
-// (l3_share: the next chunks' compute streams on while the collective runs).
-Residency residency(const Profile& p, const SimSetup& s, std::size_t chunks) {
-  const int sharing = s.ranks_per_cache > 0 ? s.ranks_per_cache : s.ranks_per_node;
-  const double l2 = hot_share(p, compute_footprint(s) / double(std::max<std::size_t>(1, chunks)));
-  return {l2, std::max(l2, l3_share(p, compute_footprint(s), sharing))};
-}
-
 }  // namespace
 
 double warm_share(const Profile& p, const SimSetup& s, const Fit& warm, double bytes_per_rank) {
@@ -394,26 +385,26 @@ std::vector<double> chunk_tiles(const Profile& p, const SimSetup& s, const Topol
   return tiles;
 }
 
-// Rank topo.rank's collective of chunk c of nc, its input where the chunk's compute left it
+// Rank topo.rank's collective of chunk c of nc, its input as hot as the chunk's compute left it
 // (the fused tiles' adds stay cold: one node's GEMV M 262144 fused measures 0.78-0.86x cold).
 std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const Topology& topo,
                                       std::size_t c, std::size_t nc, std::uint64_t base) {
   std::vector<SimStep> steps;
-  const Residency in = residency(p, s, nc);
+  const double hot = hot_share(p, compute_footprint(s) / double(nc));
   if (s.shape.op == OpKind::GemvAllReduce) {
     const GemvBlocks g = gemv_blocks(s);
     const std::size_t b0 = split_begin(g.blocks, nc, c), b1 = split_begin(g.blocks, nc, c + 1);
     const double bytes = double(g.elem0(b1) - g.elem0(b0)) * kFloat;
-    allreduce_steps(steps, topo, bytes, p, base, in);
+    allreduce_steps(steps, topo, bytes, p, base, hot);
     return steps;
   }
   if (s.shape.op == OpKind::GemmAllToAll)
-    return gemm_alltoall_chunk_collective(p, s, topo, c, nc, base, in);
+    return gemm_alltoall_chunk_collective(p, s, topo, c, nc, base, hot);
   if (s.shape.op == OpKind::GemmReduceScatter) {
     const GemmRsBlocks g = gemm_rs_blocks(s);
     const double rows =
         double(split_begin(g.rows_local, nc, c + 1) - split_begin(g.rows_local, nc, c));
-    reduce_scatter_steps(steps, topo, rows * topo.size * s.shape.n * kFloat, p, base, in);
+    reduce_scatter_steps(steps, topo, rows * topo.size * s.shape.n * kFloat, p, base, hot);
     return steps;
   }
   const EmbeddingLayout l = embedding_layout(s);
@@ -427,7 +418,7 @@ std::vector<SimStep> chunk_collective(const Profile& p, const SimSetup& s, const
     recv[q] = double(split_begin(mine, nc, c + 1) - split_begin(mine, nc, c)) * s.shape.tables *
               s.shape.n * kFloat;
   }
-  alltoallv_steps(steps, topo, send, recv, p, base, in);
+  alltoallv_steps(steps, topo, send, recv, p, base, hot);
   return steps;
 }
 

@@ -317,12 +317,9 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   p.embedding_warm.table = {{8, 512, 4e-7}};
   p.reduce_hot.c = {0, 1e-11, 0};
   p.reduce_hot.points = 4;
-  p.reduce_warm.c = {0, 2e-11, 0};
-  p.reduce_warm.points = 3;
   p.cache_bytes = 32 << 20;
   p.l2_bytes = 1 << 20;
   p.shm.bulk_beta = 0.15e-9;
-  p.shm.warm_beta = 0.04e-9;
   p.link_bytes_per_s = 0.95e9 / 8;
   save_profile(p, dir + "/sub/p.json");  // creates the directory
   const Profile q = load_profile(dir + "/sub/p.json");
@@ -334,8 +331,6 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_EQ(q.gemv_warm.table.size(), 1u);
   EXPECT_EQ(q.embedding_warm.table.size(), 1u);
   EXPECT_EQ(q.reduce_hot.points, 4);
-  EXPECT_EQ(q.reduce_warm.points, 3);
-  EXPECT_EQ(q.shm.warm_beta, 0.04e-9);
   EXPECT_EQ(q.cache_bytes, 32 << 20);
   EXPECT_EQ(q.l2_bytes, 1 << 20);
   EXPECT_EQ(q.link_bytes_per_s, 0.95e9 / 8);
@@ -348,8 +343,6 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   old["compute"].erase("gemv_warm");
   old["compute"].erase("embedding_warm");
   old["compute"].erase("reduce_hot");
-  old["compute"].erase("reduce_warm");
-  old["paths"]["shm"].erase("warm_beta");
   old.erase("cache_bytes");
   old.erase("l2_bytes");
   old["paths"].erase("link_bytes_per_s");
@@ -360,8 +353,6 @@ TEST(ModelProfile, RoundTripsThroughJson) {
   EXPECT_TRUE(o.gemv_warm.table.empty());
   EXPECT_TRUE(o.embedding_warm.table.empty());
   EXPECT_EQ(o.reduce_hot.points, 0);
-  EXPECT_EQ(o.reduce_warm.points, 0);
-  EXPECT_EQ(o.shm.warm_beta, 0);
   EXPECT_EQ(o.cache_bytes, 0);
   EXPECT_EQ(o.l2_bytes, 0);
   EXPECT_EQ(o.link_bytes_per_s, 0);

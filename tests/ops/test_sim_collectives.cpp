@@ -2,8 +2,6 @@
 // are known exactly: how each folds, stages, copies and finds its input in the caches.
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "collectives/default_thresholds.hpp"
 #include "ops/common/plan_layout.hpp"
 #include "ops/model/sim.hpp"
@@ -65,16 +63,16 @@ TEST(Sim, AllReduceBetweenTwoNodesTakesOneRoundUpTo256KiB) {
 }
 
 // Two ranks of one node run an AllReduce (else a ReduceScatter) of `bytes` per rank, its input
-// where `in` says (Residency); the time the simulator gives it.
-double on_node_collective(const Profile& p, double bytes, bool allreduce, Residency in = {}) {
+// `hot` (hot_share); the time the simulator gives it.
+double on_node_collective(const Profile& p, double bytes, bool allreduce, double hot = 0) {
   std::vector<SimRank> ranks(2);
   for (int r = 0; r < 2; ++r) {
     const detail::Topology topo = detail::block_topology(r, 1, 2);
     std::vector<SimStep> steps;
     if (allreduce)
-      allreduce_steps(steps, topo, bytes, p, 0, in);
+      allreduce_steps(steps, topo, bytes, p, 0, hot);
     else
-      reduce_scatter_steps(steps, topo, bytes, p, 0, in);
+      reduce_scatter_steps(steps, topo, bytes, p, 0, hot);
     ranks[r].tasks.push_back({steps, "collective"});
   }
   return simulate(ranks, 2, bare(0, 1e12)).time;
@@ -97,10 +95,8 @@ TEST(Sim, OnNodeCollectivesStageTheirInput) {
 
 // An All-to-Allv's last step copies what the collective itself copies -- this rank's own bytes
 // and the on-node peers' out of their segments -- plus, for an op that reshapes its output
-// (EmbeddingAllToAll), everything received once more: rank 0 of 2 nodes x 2 ranks receiving 100 B
-// from itself, 200 from its node mate and 400 + 800 from the other node, at 1 ns a byte. (Until
-// the twenty-third session the reshape's copy stood in for the collective's own: one node's
-// embedding batch 4096 sequential call, which copies 10 MiB a rank, was charged 6.)
+// (EmbeddingAllToAll), the off-node bytes too: rank 0 of 2 nodes x 2 ranks receiving 100 B from
+// itself, 200 from its node mate and 400 + 800 from the other node, at 1 ns a byte.
 TEST(Sim, AllToAllvCopiesOffNodeBytesOnlyToReshape) {
   Profile p;
   p.shm.measured = true;
@@ -109,9 +105,9 @@ TEST(Sim, AllToAllvCopiesOffNodeBytesOnlyToReshape) {
   const std::vector<double> send{100, 100, 100, 100}, recv{100, 200, 400, 800};
   for (const bool reshape : {true, false}) {
     std::vector<SimStep> steps;
-    alltoallv_steps(steps, topo, send, recv, p, 1, {}, reshape);
+    alltoallv_steps(steps, topo, send, recv, p, 1, 0, reshape);
     ASSERT_EQ(steps.back().kind, SimStep::Kind::Compute);
-    EXPECT_NEAR(steps.back().seconds, (reshape ? 300 + 1500 : 300) * 1e-9, 1e-15);
+    EXPECT_NEAR(steps.back().seconds, (reshape ? 1500 : 300) * 1e-9, 1e-15);
   }
 }
 
@@ -132,7 +128,7 @@ TEST(Sim, OnNodeCollectivesFindWhatTheComputeLeftInTheL2) {
   p.l2_bytes = 1e6;
   EXPECT_DOUBLE_EQ(hot_share(p, 0.5e6), 1.0);  // the whole footprint fits
   EXPECT_DOUBLE_EQ(hot_share(p, 4e6), 0.25);   // the last quarter of it
-  auto run = [&](double hot) { return on_node_collective(p, 1e6, true, {hot, hot}); };
+  auto run = [&](double hot) { return on_node_collective(p, 1e6, true, hot); };
   EXPECT_NEAR(run(0), 1.75 * kMs, 1e-9);
   EXPECT_NEAR(run(1), 0.4375 * kMs, 1e-9);
   EXPECT_NEAR(run(0.25), (0.25 * 0.4375 + 0.75 * 1.75) * kMs, 1e-9);
@@ -148,55 +144,6 @@ TEST(Sim, OnNodeCollectivesFindWhatTheComputeLeftInTheL2) {
   // q - 1 = 1 peer's 256 B staged and added: cold 256 ns + 128 ns, hot 64 ns + 32 ns.
   EXPECT_NEAR(cold_call - hot_call, (256 + 128 - 64 - 32) * 1e-9, 1e-12);
   EXPECT_GT(cold_call, hot_call);
-}
-
-// The L3 tier (twenty-third session): after a compute whose working set (footprint x the ranks
-// sharing the L3) is at most half the L3, a collective's input is all there; none of it once the
-// working set is the whole L3; log2(L3 / w) between. Its copies cost the warm bulk copy's per
-// byte, its adds the warm points; the L2's share stays hot. The 1 MB AllReduce above (1.75 ms
-// cold, 0.4375 hot) with warm copies at 0.4 ns/B and adds at 0.2: 0.2 + 0.1 + 0.4 = 0.7 ms. Before,
-// an input the L2 did not hold was charged at memory's rate: one node's sequential GemmAllToAll
-// of 2048 rows (a 7 MB working set) at 1.17x its measured time, its All-to-Allv at 2.2x.
-TEST(Sim, OnNodeCollectivesFindWhatTheComputeLeftInTheL3) {
-  Profile p;
-  p.shm.measured = true;
-  p.shm.time.c = {0, 0.25e-9, 0};  // the ping-pong: hot copies
-  p.shm.bulk_beta = 1e-9;          // cold copies
-  p.shm.warm_beta = 0.4e-9;        // copies in the L3
-  p.reduce.c = {0, 0.5e-9, 0};
-  p.reduce_hot.c = {0, 0.125e-9, 0};
-  p.reduce_hot.points = 4;
-  p.reduce_warm.c = {0, 0.2e-9, 0};
-  p.reduce_warm.points = 3;
-  p.l2_bytes = 1e6;
-  p.cache_bytes = 32e6;
-  EXPECT_DOUBLE_EQ(l3_share(p, 4e6, 2), 1.0);   // 8 MB: a quarter of the L3
-  EXPECT_DOUBLE_EQ(l3_share(p, 8e6, 2), 1.0);   // 16 MB: half
-  EXPECT_DOUBLE_EQ(l3_share(p, 16e6, 2), 0.0);  // 32 MB: the whole L3
-  EXPECT_NEAR(l3_share(p, 12e6, 2), std::log2(32.0 / 24), 1e-12);
-  auto run = [&](Residency in) { return on_node_collective(p, 1e6, true, in); };
-  EXPECT_NEAR(run({0, 0}), 1.75 * kMs, 1e-9);
-  EXPECT_NEAR(run({0, 1}), 0.7 * kMs, 1e-9);
-  EXPECT_NEAR(run({1, 1}), 0.4375 * kMs, 1e-9);
-  EXPECT_NEAR(run({0.25, 0.5}), (0.25 * 0.4375 + 0.25 * 0.7 + 0.5 * 1.75) * kMs, 1e-9);
-  // A profile without the L3's points (before the twenty-third session) charges its share cold.
-  Profile older = p;
-  older.reduce_warm.points = 0;
-  older.shm.warm_beta = 0;
-  EXPECT_DOUBLE_EQ(l3_share(older, 4e6, 2), 0.0);
-  EXPECT_NEAR(on_node_collective(older, 1e6, true, {0, 1}), 1.75 * kMs, 1e-9);
-  // The sequential call passes its whole working set: GemmReduceScatter M = 512, K = 256, N = 1024
-  // per rank, two ranks: 3.67 MB each (7.3 of the 32 MB), so the 1 MiB of its ReduceScatter
-  // that the L2 (1 MB of the 3.67) does not hold is in the L3: each byte staged and added costs
-  // (1 - 0.4) + (0.5 - 0.2) ns less than from memory.
-  SimSetup s = one_slot({OpKind::GemmReduceScatter, 512, 256, 1024, 1, 1, 512}, 1, 2);
-  const SimCosts c = bare(0, 1e12);
-  const double warm_call = simulate_modes(p, s, c).sequential;
-  const double cold_call = simulate_modes(older, s, c).sequential;
-  const double footprint = (512.0 * 256 + 256.0 * 1024 + 512.0 * 1024) * 4;
-  const double staged = 512.0 * 1024 * 4 / 2;  // the peer's half, then added
-  EXPECT_NEAR(cold_call - warm_call, (1 - p.l2_bytes / footprint) * staged * (0.6 + 0.3) * 1e-9,
-              1e-9);
 }
 
 }  // namespace
