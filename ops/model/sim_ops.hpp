@@ -7,7 +7,7 @@
 // (sim_collectives.hpp); shaped mode: chunks of tiles, each chunk's collective as a task after
 // them on a slot of its own. GemmReduceScatter: gemm_rs_order (its fused kernel's order).
 // GemmAllToAll: GemmAllToAllPlan and ExchangeTasks with headers, on fused_perf's synthetic routing
-// (sim_gemm_alltoall.hpp).
+// (sim_gemm_alltoall.hpp). GemvAllReduce's one-shot and two-shot programs: sim_gemv_allreduce.hpp.
 #include <vector>
 
 #include "ops/model/predict.hpp"

@@ -1,6 +1,7 @@
 #pragma once
-// What the simulator's operator programs share (sim_ops.cpp, sim_gemm_alltoall.cpp): message
-// keys, the kernels' launch, the cores and the fused kernel's WGs of a rank. Private to ops/model.
+// What the simulator's operator programs share (sim_ops.cpp, sim_gemv_allreduce.cpp,
+// sim_gemm_alltoall.cpp): message keys, the kernels' launch, the cores and the fused kernel's WGs
+// of a rank. Private to ops/model.
 #include <cstddef>
 #include <cstdint>
 
